@@ -1,0 +1,40 @@
+package backends
+
+import "errors"
+
+// Sentinel errors. Backends return them wrapped (fmt.Errorf("...: %w", ErrX))
+// so that callers test them with errors.Is. Any error that wraps none of them
+// is treated by the engine as "the store could not be reached".
+var (
+	// ErrSessionExpired reports that the session expired, was closed, or is
+	// unknown to the store (for example after the store lost its state). An
+	// expired session never comes back (SPEC S3).
+	ErrSessionExpired = errors.New("simba: session expired")
+
+	// ErrLeaseHeld reports that another live session holds the lease, or
+	// that the store is within its amnesia guard and may not grant it yet
+	// (SPEC §15).
+	ErrLeaseHeld = errors.New("simba: lease held by another session")
+
+	// ErrNotHolder reports a write by a session that does not hold the lease
+	// with the given token.
+	ErrNotHolder = errors.New("simba: session does not hold the lease with this token")
+
+	// ErrValueTooLarge reports a value larger than MaxValueSize.
+	ErrValueTooLarge = errors.New("simba: lease value too large")
+
+	// ErrGroupMismatch reports a join with a partition count different from
+	// the one the group's members agreed on.
+	ErrGroupMismatch = errors.New("simba: group partition count mismatch")
+
+	// ErrUnavailable reports that the store could not be reached or did not
+	// answer in time. Backends wrap the driver's error together with it.
+	ErrUnavailable = errors.New("simba: store unavailable")
+
+	// ErrInvalidName reports a lease or group name that breaks SPEC T1; the
+	// error is a *NameError.
+	ErrInvalidName = errors.New("simba: invalid name")
+
+	// ErrClosed reports a call on a Backend that was closed.
+	ErrClosed = errors.New("simba: backend closed")
+)
