@@ -1,0 +1,84 @@
+package runtime
+
+import (
+	"runtime/debug"
+	"sync"
+)
+
+// serialQueue runs functions one at a time, in order, each on a goroutine
+// obtained from exec (SPEC L2). It holds no goroutine while empty.
+type serialQueue struct {
+	exec func(func()) error
+
+	mu      sync.Mutex
+	items   []queued
+	running bool
+}
+
+type queued struct {
+	run      func()
+	mustRun  bool        // run it on a goroutine of ours if exec refuses (L1)
+	rejected func(error) // called instead of run when exec refuses
+}
+
+func goExec(f func()) error {
+	go f()
+	return nil
+}
+
+func newSerialQueue(exec func(func()) error) *serialQueue {
+	if exec == nil {
+		exec = goExec
+	}
+	return &serialQueue{exec: exec}
+}
+
+func (q *serialQueue) push(it queued) {
+	q.mu.Lock()
+	q.items = append(q.items, it)
+	if q.running {
+		q.mu.Unlock()
+		return
+	}
+	q.running = true
+	q.mu.Unlock()
+	q.next()
+}
+
+// next hands the first item to exec; the item's goroutine calls next again
+// when it has run, so items never overlap.
+func (q *serialQueue) next() {
+	for {
+		q.mu.Lock()
+		if len(q.items) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		it := q.items[0]
+		q.items[0] = queued{}
+		q.items = q.items[1:]
+		q.mu.Unlock()
+
+		chain := func() { it.run(); q.next() }
+		err := q.exec(chain)
+		if err == nil {
+			return
+		}
+		if it.mustRun {
+			go chain()
+			return
+		}
+		it.rejected(err)
+	}
+}
+
+// protect calls f and turns a panic into a *PanicError (SPEC L7).
+func protect(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return f()
+}

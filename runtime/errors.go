@@ -1,0 +1,72 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// Sentinel errors, tested with errors.Is.
+var (
+	// ErrTermExpired is matched by the error of [Term.EnsureValid] when the
+	// term will not stay valid long enough; the error is a *TermExpiredError.
+	ErrTermExpired = errors.New("simba: term expired")
+
+	// ErrClosed reports a call on a client that is closing or closed.
+	ErrClosed = errors.New("simba: client closed")
+
+	// ErrNameInUse reports a name already started on this client by an
+	// election, a lock, a schedule or a partition group (SPEC L8).
+	ErrNameInUse = errors.New("simba: name already in use on this client")
+
+	// ErrInvalidConfig is matched by the *ConfigError of [Config.Validate].
+	ErrInvalidConfig = errors.New("simba: invalid config")
+
+	// ErrInvalidName is matched by errors about lease names that break SPEC
+	// T1; it is backends.ErrInvalidName.
+	ErrInvalidName = backends.ErrInvalidName
+
+	// ErrLeaseHeld reports that another node holds the lease (TryLock); it
+	// is backends.ErrLeaseHeld.
+	ErrLeaseHeld = backends.ErrLeaseHeld
+
+	// ErrNotOwner reports a term passed to a client that did not create it.
+	ErrNotOwner = errors.New("simba: term belongs to another client")
+)
+
+// TermExpiredError is returned by [Term.EnsureValid]. It matches
+// [ErrTermExpired].
+type TermExpiredError struct {
+	Name      string        // the lease name
+	Token     Token         // the term's token
+	Remaining time.Duration // validity left when checked (0 once ended)
+	Min       time.Duration // validity asked for
+	Reason    Reason        // why the term ended, or NotEnded
+}
+
+func (e *TermExpiredError) Error() string {
+	if e.Reason != NotEnded {
+		return fmt.Sprintf("simba: term %s#%d expired: %v", e.Name, e.Token, e.Reason)
+	}
+	return fmt.Sprintf("simba: term %s#%d expired: %v left, need more than %v", e.Name, e.Token, e.Remaining, e.Min)
+}
+
+// Is reports whether target is [ErrTermExpired].
+func (e *TermExpiredError) Is(target error) bool { return target == ErrTermExpired }
+
+// PanicError is a panic recovered from user code the engine called (a
+// callback, a leader task), reported like a returned error (SPEC L7).
+type PanicError struct {
+	Value any    // the value passed to panic
+	Stack []byte // the goroutine's stack at the panic
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("simba: panic: %v", e.Value) }
+
+// Unwrap returns the panic value if it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}

@@ -1,0 +1,67 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// Lock acquires the lease name and returns its term, waiting until it is free
+// or until ctx ends (then it returns ctx's error). Release it with
+// [Client.Unlock]. The term ends early if the session is lost (SPEC H3);
+// watch [Term.Done] and check [Term.EnsureValid] before each step. A lock is
+// not retaken after it ends; its name is then free on this client again.
+func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
+	return c.lock(ctx, name, false)
+}
+
+// TryLock makes one attempt to acquire the lease name and returns its term,
+// or an error matching [ErrLeaseHeld] if another node holds it. It waits for
+// the session to open, up to ctx's end.
+func (c *Client) TryLock(ctx context.Context, name string) (*Term, error) {
+	return c.lock(ctx, name, true)
+}
+
+func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error) {
+	if err := backends.ValidateName(name); err != nil {
+		return nil, err
+	}
+	w := make(chan waitResult, 1)
+	ct := &contender{name: name, cat: catLock, tryOnce: once, lockW: w}
+	var err error
+	c.apply(func(now mono) { err = c.m.start(now, ct) })
+	if err != nil {
+		return nil, err
+	}
+	if r, err := wait(ctx, w); err == nil {
+		return r.term, nil
+	} else if ctx.Err() == nil {
+		return nil, err // the lock's own failure
+	}
+	c.apply(func(now mono) { c.m.abandon(now, ct) })
+	select {
+	case r := <-w: // won just as ctx ended: give it back
+		if r.term != nil {
+			_ = c.Unlock(context.WithoutCancel(ctx), r.term)
+		}
+	default:
+	}
+	return nil, ctx.Err()
+}
+
+// Unlock releases the lock held with term t: the term is revoked, then the
+// lease is released with its token (SPEC T5). It returns when the backend
+// answered or ctx ended. Unlocking a term that already ended returns nil.
+func (c *Client) Unlock(ctx context.Context, t *Term) error {
+	if t == nil {
+		return errors.New("simba: Unlock: nil term")
+	}
+	if t.owner != c {
+		return ErrNotOwner
+	}
+	w := make(chan waitResult, 1)
+	c.apply(func(now mono) { c.m.unlock(now, t, w) })
+	_, err := wait(ctx, w)
+	return err
+}

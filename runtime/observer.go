@@ -1,0 +1,158 @@
+package runtime
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// EventKind says what an [Event] reports.
+type EventKind int
+
+const (
+	// EventSessionOpened: a session opened; Session is its id, Duration the
+	// local validity granted.
+	EventSessionOpened EventKind = iota + 1
+	// EventSessionState: the session state changed to State; Err is the
+	// failure that caused a change to Suspended.
+	EventSessionState
+	// EventSessionRenewed: a renewal succeeded; Duration is its latency.
+	EventSessionRenewed
+	// EventSessionLeaseShortened: the backend granted too little for two
+	// renewals RenewInterval apart; the client renews every third of the
+	// local validity (Duration) instead (SPEC C2). Once per session.
+	EventSessionLeaseShortened
+	// EventSessionEnded: the session ended for Reason (DeadlinePassed,
+	// SessionExpired, or Stopped when the client closed).
+	EventSessionEnded
+	// EventElected: this node holds the lease Name with Token.
+	EventElected
+	// EventRevoked: the term Name#Token ended for Reason.
+	EventRevoked
+	// EventTaskFailed: a leader task returned Err (or panicked: Err is a
+	// *PanicError).
+	EventTaskFailed
+	// EventTaskStuck: a task ignored its cancellation past the term's
+	// validity; the lease was released anyway (SPEC H2). The task is the
+	// user's from then on: only fencing protects what it still writes.
+	EventTaskStuck
+	// EventCallbackPanicked: a listener or observer callback panicked; Err is
+	// a *PanicError (SPEC L7).
+	EventCallbackPanicked
+	// EventCallbackRejected: the callback executor refused the elected
+	// callback of Name#Token; the term was given up (SPEC L6).
+	EventCallbackRejected
+	// EventBackendError: a backend call for Name (or for the session, when
+	// Name is empty) failed with Err, other than "lease held".
+	EventBackendError
+)
+
+var eventNames = [...]string{"", "session opened", "session state", "session renewed", "session lease shortened",
+	"session ended", "elected", "revoked", "task failed", "task stuck", "callback panicked", "callback rejected",
+	"backend error"}
+
+// String returns the kind in words.
+func (k EventKind) String() string {
+	if k <= 0 || int(k) >= len(eventNames) {
+		return "unknown event"
+	}
+	return eventNames[k]
+}
+
+// Event is something the engine reports to an [Observer]. Only the fields
+// meaningful for its Kind are set. Events that concern one lease carry its
+// Name, so that metrics can be tagged by lease name only.
+type Event struct {
+	Kind     EventKind
+	Name     string             // the lease name, if the event concerns one
+	Token    Token              // the term's token, if the event concerns a term
+	Session  backends.SessionID // the session concerned
+	State    SessionState       // the new session state (EventSessionState)
+	Reason   Reason             // why a term or session ended
+	Duration time.Duration      // a latency or a validity, per Kind
+	Err      error              // the failure reported
+}
+
+// Observer receives the engine's events, one at a time and in order, on a
+// goroutine of the engine's (never while an internal lock is held). It must
+// return promptly; a panic in it is recovered and logged. It is the hook for
+// metrics: who leads each lease, ownership changes, renewal latency, session
+// state, expirations.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to [Observer].
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// Log attribute keys, in one place.
+const (
+	logKeyLease   = "lease"
+	logKeyToken   = "token"
+	logKeySession = "session"
+	logKeyState   = "state"
+	logKeyReason  = "reason"
+	logKeyErr     = "err"
+	logKeyLatency = "latency"
+	logKeyValid   = "validity"
+	logKeyStack   = "stack"
+)
+
+// logEvent writes e to logger at a level that fits it: warnings for what
+// costs safety or availability, errors for user code that failed, debug for
+// routine renewals.
+func logEvent(logger *slog.Logger, e Event) {
+	level, msg := slog.LevelInfo, "simba: "+e.Kind.String()
+	var attrs []slog.Attr
+	if e.Name != "" {
+		attrs = append(attrs, slog.String(logKeyLease, e.Name))
+	}
+	if e.Token != 0 {
+		attrs = append(attrs, slog.Int64(logKeyToken, int64(e.Token)))
+	}
+	if e.Session != "" {
+		attrs = append(attrs, slog.String(logKeySession, string(e.Session)))
+	}
+	switch e.Kind {
+	case EventSessionRenewed:
+		level = slog.LevelDebug
+		attrs = append(attrs, slog.Duration(logKeyLatency, e.Duration))
+	case EventSessionOpened:
+		attrs = append(attrs, slog.Duration(logKeyValid, e.Duration))
+	case EventSessionState:
+		attrs = append(attrs, slog.String(logKeyState, e.State.String()))
+		if e.State == Suspended {
+			level = slog.LevelWarn
+		}
+	case EventSessionLeaseShortened:
+		level = slog.LevelWarn
+		msg = "simba: backend granted a shorter lease than LeaseDuration; renewing every third of it"
+		attrs = append(attrs, slog.Duration(logKeyValid, e.Duration))
+	case EventSessionEnded, EventRevoked:
+		attrs = append(attrs, slog.String(logKeyReason, e.Reason.String()))
+		if e.Reason == DeadlinePassed || e.Reason == SessionExpired || e.Reason == TakenOver {
+			level = slog.LevelWarn
+		}
+	case EventTaskFailed, EventCallbackPanicked:
+		level = slog.LevelError
+	case EventTaskStuck, EventCallbackRejected:
+		level = slog.LevelWarn
+	case EventBackendError:
+		level = slog.LevelDebug
+		if e.Name == "" {
+			level = slog.LevelWarn
+		}
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.Any(logKeyErr, e.Err))
+		if p, ok := e.Err.(*PanicError); ok {
+			attrs = append(attrs, slog.String(logKeyStack, string(p.Stack)))
+		}
+	}
+	logger.LogAttrs(context.Background(), level, msg, attrs...)
+}

@@ -1,0 +1,91 @@
+package runtime
+
+import (
+	"time"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// Snapshot is a point-in-time view of a client (SPEC S5), for status pages
+// and tests.
+type Snapshot struct {
+	State       SessionState
+	Session     backends.SessionID // the live session's id, "" if none
+	Deadline    time.Time          // the session's local deadline (monotonic), zero if none
+	Remaining   time.Duration      // time left until Deadline
+	RenewPeriod time.Duration      // current renewal period (shorter than RenewInterval under C2)
+	LastError   error              // the backend's last failure, nil after a success
+	Leases      []LeaseStatus      // every election and lock started, in start order
+}
+
+// Role is what a client is doing about one lease name.
+type Role int
+
+const (
+	// Candidate: contending for the lease.
+	Candidate Role = iota
+	// Leader: holding a term.
+	Leader
+	// HandingOff: the term was revoked by Stop or StepDown; waiting for the
+	// task to return, or for the release.
+	HandingOff
+	// CoolingDown: stepped down, out of the contest until the cooldown ends.
+	CoolingDown
+)
+
+var roleNames = [...]string{"candidate", "leader", "handing off", "cooling down"}
+
+// String returns the role in words.
+func (r Role) String() string {
+	if r < 0 || int(r) >= len(roleNames) {
+		return "unknown"
+	}
+	return roleNames[r]
+}
+
+// LeaseStatus is one name's entry in a [Snapshot].
+type LeaseStatus struct {
+	Name      string
+	Lock      bool          // a lock, not an election
+	Role      Role          //
+	Token     Token         // the term's token while Leader or HandingOff
+	Remaining time.Duration // the term's validity left while Leader
+	Cooldown  time.Duration // cooldown left while CoolingDown
+}
+
+// Snapshot returns the client's current state.
+func (c *Client) Snapshot() Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	s := c.m.snapshot(now)
+	if s.Remaining > 0 {
+		s.Deadline = c.epoch.Add(now + s.Remaining)
+	}
+	return s
+}
+
+func (m *machine) snapshot(now mono) Snapshot {
+	snap := Snapshot{State: m.state, LastError: m.lastErr}
+	if s := m.sess; s != nil {
+		snap.Session = s.id
+		snap.Remaining = max(0, s.deadline.get()-now)
+		snap.RenewPeriod = s.period
+	}
+	for _, c := range m.contenders {
+		if c.removed {
+			continue
+		}
+		ls := LeaseStatus{Name: c.name, Lock: c.cat == catLock}
+		switch {
+		case c.phase == phLeader:
+			ls.Role, ls.Token, ls.Remaining = Leader, c.term.token, max(0, c.term.deadline.get()-now)
+		case c.phase == phHandoff:
+			ls.Role, ls.Token = HandingOff, c.term.token
+		case c.cooldownUntil > now:
+			ls.Role, ls.Cooldown = CoolingDown, c.cooldownUntil-now
+		}
+		snap.Leases = append(snap.Leases, ls)
+	}
+	return snap
+}

@@ -1,0 +1,155 @@
+package runtime
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// Token is a fencing token (SPEC §7): greater than zero, constant within a
+// term, strictly increasing across the terms of one name. Pass it with every
+// write to a protected resource. It is backends.Token, so that fencing
+// recipes take [Term.Token] without conversion.
+type Token = backends.Token
+
+// Reason says why a term ended (SPEC T4). A Reason is also an error, so that
+// it can be the cause of the term's context:
+//
+//	errors.Is(context.Cause(t.Context()), runtime.DeadlinePassed)
+type Reason int32
+
+const (
+	// NotEnded is the Reason of a term that has not ended.
+	NotEnded Reason = iota
+	// Stopped: the election was stopped, the lock released, or the client closed.
+	Stopped
+	// SteppedDown: the election stepped down.
+	SteppedDown
+	// DeadlinePassed: the session's local deadline passed with no successful renewal.
+	DeadlinePassed
+	// SessionExpired: the backend reported the session expired.
+	SessionExpired
+	// TakenOver: a renewal showed the lease is no longer this session's.
+	TakenOver
+)
+
+var reasonNames = [...]string{"not ended", "stopped", "stepped down", "deadline passed", "session expired", "taken over"}
+
+// String returns the reason in words, as in "deadline passed".
+func (r Reason) String() string {
+	if r < 0 || int(r) >= len(reasonNames) {
+		return "unknown reason"
+	}
+	return reasonNames[r]
+}
+
+// Error makes a Reason usable as a context cancellation cause.
+func (r Reason) Error() string { return "simba: term ended: " + r.String() }
+
+// mono is a point on the client's monotonic clock, as the time elapsed since
+// the client was created. The engine never reads a wall clock.
+type mono = time.Duration
+
+// deadline is a session's local deadline (D1), shared by the session's terms
+// so that Valid and Remaining are a load and a clock read (T3).
+type deadline struct{ at atomic.Int64 }
+
+func (d *deadline) get() mono  { return mono(d.at.Load()) }
+func (d *deadline) set(t mono) { d.at.Store(int64(t)) }
+
+// Term is one period during which this node owns a lease (SPEC T2). Winning a
+// name twice gives two distinct Terms. All methods are safe for concurrent
+// use and never block.
+//
+// [Term.Valid] and [Term.Remaining] are pure functions of the monotonic clock
+// and the session's local deadline: no goroutine has to run first, so a
+// process that wakes from a long pause reads false at once, and an ended term
+// never becomes valid again (T3).
+type Term struct {
+	name     string
+	token    Token
+	owner    *Client
+	deadline *deadline   // the session's; frozen once the session ended
+	now      func() mono // the client's monotonic clock
+
+	ended    atomic.Bool
+	reason   atomic.Int32
+	rejected atomic.Bool // its elected callback could not be dispatched (L6)
+	done     chan struct{}
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+
+	eng termState // engine bookkeeping, guarded by the client's mutex
+}
+
+func newTerm(owner *Client, name string, token Token, d *deadline, now func() mono) *Term {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &Term{name: name, token: token, owner: owner, deadline: d, now: now,
+		done: make(chan struct{}), ctx: ctx, cancel: cancel}
+}
+
+// Name returns the lease name.
+func (t *Term) Name() string { return t.name }
+
+// Token returns the term's fencing token.
+func (t *Term) Token() Token { return t.token }
+
+// Valid reports whether the term has not ended and the session's local
+// deadline has not passed.
+func (t *Term) Valid() bool {
+	return !t.ended.Load() && t.now() < t.deadline.get()
+}
+
+// Remaining returns the time left until the session's local deadline, or 0
+// once the term has ended or the deadline has passed.
+func (t *Term) Remaining() time.Duration {
+	if t.ended.Load() {
+		return 0
+	}
+	return max(0, t.deadline.get()-t.now())
+}
+
+// EnsureValid returns nil if the term stays valid for more than min, and a
+// *TermExpiredError (matching [ErrTermExpired]) otherwise. Call it before a
+// step that must not start when the term is about to end (SPEC E1). It
+// narrows the window in which a stale holder starts work but cannot close it:
+// a pause can follow the check, so writes still carry [Term.Token] (E2).
+func (t *Term) EnsureValid(min time.Duration) error {
+	r := t.Remaining()
+	if r > min {
+		return nil
+	}
+	return &TermExpiredError{Name: t.name, Token: t.token, Remaining: r, Min: min, Reason: t.Reason()}
+}
+
+// Done returns a channel that is closed, exactly once, when the term ends.
+func (t *Term) Done() <-chan struct{} { return t.done }
+
+// Reason returns why the term ended, or [NotEnded]. A term whose deadline
+// passed reads NotEnded until the engine revokes it, which it does at the
+// deadline; Valid is false already.
+func (t *Term) Reason() Reason { return Reason(t.reason.Load()) }
+
+// Context returns a context that is cancelled when the term ends, with the
+// term's [Reason] as its cause. It carries no deadline: the term's end is not
+// known in advance.
+func (t *Term) Context() context.Context { return t.ctx }
+
+// String returns "name#token".
+func (t *Term) String() string { return t.name + "#" + strconv.FormatInt(int64(t.token), 10) }
+
+// end revokes the term: Valid becomes false, the context is cancelled with
+// the reason, Done is closed. It reports whether this call ended it.
+func (t *Term) end(r Reason) bool {
+	if t.ended.Load() {
+		return false
+	}
+	t.reason.Store(int32(r))
+	t.ended.Store(true)
+	t.cancel(r)
+	close(t.done)
+	return true
+}
