@@ -79,6 +79,8 @@ func testGroupEpoch(t *testing.T, h *Harness) {
 	step("b taking partition 2", true)
 	gx := e.acquire(b, "unrelated")
 	e.acquire(b, backends.PartitionName("other", 0))
+	e.acquire(b, backends.PartitionName("group", 4)) // beyond its 4 partitions: not one of them
+	e.acquire(b, "group.02")                         // not a partition name
 	step("b taking leases outside the group", false)
 	e.release(b, "unrelated", gx.Token)
 	e.release(b, backends.PartitionName("group", 2), g2.Token+1)

@@ -175,10 +175,14 @@ func testDigest(t *testing.T, h *Harness) {
 	step("other sessions' and stale calls", false, both)
 	e.release(a, "x", gx.Token)
 	step("releasing x", true, []backends.Held{{Name: "y", Token: gy.Token}})
-	e.release(b, "z", gz.Token)
-	step("another session's release", false, []backends.Held{{Name: "y", Token: gy.Token}})
+	// Same count, different set: the version must tell.
 	e.release(a, "y", gy.Token)
-	step("releasing y", true, nil)
+	gy = e.acquire(a, "w")
+	step("swapping y for w", true, []backends.Held{{Name: "w", Token: gy.Token}})
+	e.release(b, "z", gz.Token)
+	step("another session's release", false, []backends.Held{{Name: "w", Token: gy.Token}})
+	e.release(a, "w", gy.Token)
+	step("releasing w", true, nil)
 }
 
 // §12: a value is written only by the holder with its token (ErrNotHolder

@@ -49,4 +49,3 @@ func harness(ttl, maxLease time.Duration) backendtest.Harness {
 func TestConformance(t *testing.T) {
 	backendtest.Run(t, harness(200*time.Millisecond, 600*time.Millisecond))
 }
-
