@@ -1,0 +1,63 @@
+// Package backendtest is the conformance suite of Simba backends: every
+// implementation of package backends — memory, PostgreSQL, Redis, ZooKeeper,
+// or your own — runs it against a real store and passes it. It works like
+// testing/fstest: one call, [Run], runs one named subtest per contract, each
+// commented with the SPEC rules it checks (S for sessions, T for leases and
+// tokens, F for fencing tokens, §12 for the backend contract, §15 for the
+// amnesia guard).
+//
+// # Using it
+//
+// A backend's own tests describe it with a [Harness] and call [Run]:
+//
+//	func TestConformance(t *testing.T) {
+//		addr := os.Getenv("SIMBA_REDIS_ADDR")
+//		if addr == "" {
+//			t.Skip("SIMBA_REDIS_ADDR not set")
+//		}
+//		backendtest.Run(t, backendtest.Harness{
+//			New: func(t *testing.T) backends.Backend {
+//				b := newBackendWithPrefix(t, addr, t.Name()) // isolated per case
+//				t.Cleanup(func() { b.Close() })
+//				return b
+//			},
+//			TTL:      time.Second,
+//			MaxLease: 3 * time.Second,
+//			ExpireSession: func(t *testing.T, b backends.Backend, id backends.SessionID) {
+//				deleteSessionKey(t, b, id)
+//			},
+//		})
+//	}
+//
+// New must return a store isolated from every other one it returned (a new key
+// prefix, schema, chroot or in-process store), since the cases run in
+// parallel and use fixed lease names. TTL is the unit of every wait: with
+// 1–3 s against a real server the whole suite takes a few TTLs, because the
+// cases that wait for expiries run in parallel.
+//
+// The hooks ExpireSession, Restart and Unreachable are optional. A case that
+// needs a missing hook is skipped, and its skip message names the hook, so
+// `go test -v` shows what was not checked. Cases for optional abilities
+// (backends.Notifier, backends.StoreClock) are skipped for backends without
+// them.
+//
+// # What it checks
+//
+// Sessions: open and keep-alive grant no more than asked, clamped to MaxLease
+// (C2); a kept-alive session outlives its TTL (S1); ids are unique (S2); an
+// expired session never comes back and cannot touch what others took over (S3);
+// Close releases every lease and membership at once (S4). Leases: tokens
+// strictly increase per name and across names (T2, F5); Acquire is idempotent
+// for the holder and refused with ErrLeaseHeld for others, with exactly one
+// winner among concurrent acquirers; Release needs the holder and its token
+// (T5); the keep-alive digest changes exactly when the held set changes and
+// Owned agrees with it (S1, T4); values are written by the holder with its
+// token, outlive terms and are bounded by MaxValueSize. Groups: members and
+// partition holders, the group epoch in the digest, partition-count
+// mismatches, membership dying with the session. Names: invalid names are
+// rejected with ErrInvalidName (T1). With the hooks or abilities: watchers
+// (A1), the store clock, the amnesia guard (§15) and unreachable stores
+// (D2).
+//
+// The suite imports only the standard library and package backends.
+package backendtest

@@ -1,0 +1,51 @@
+package memory_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendtest"
+	"github.com/simba-go/simba/backends/memory"
+)
+
+// harness describes the memory store to the conformance suite, with every
+// fault hook. It runs in real time (the suite runs its cases in parallel,
+// which a synctest bubble does not allow), with short durations.
+func harness(ttl, maxLease time.Duration) backendtest.Harness {
+	store := func(t *testing.T, b backends.Backend) *memory.Store {
+		t.Helper()
+		s, ok := b.(*memory.Store)
+		if !ok {
+			t.Fatalf("backend is %T, want *memory.Store", b)
+		}
+		return s
+	}
+	return backendtest.Harness{
+		New: func(t *testing.T) backends.Backend {
+			return memory.New(memory.WithMaxLease(maxLease))
+		},
+		TTL:         ttl,
+		MaxLease:    maxLease,
+		ExpiryGrace: ttl / 2,
+		ExpireSession: func(t *testing.T, b backends.Backend, id backends.SessionID) {
+			if !store(t, b).Faults().ExpireSession(id) {
+				t.Fatalf("ExpireSession(%s): no such live session", id)
+			}
+		},
+		Restart: func(t *testing.T, b backends.Backend) time.Duration {
+			s := store(t, b)
+			s.Faults().Restart()
+			return s.MaxLease()
+		},
+		Unreachable: func(t *testing.T, b backends.Backend) func() {
+			f := store(t, b).Faults()
+			f.SetReachability(memory.Blackhole)
+			return func() { f.SetReachability(memory.Reachable) }
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	backendtest.Run(t, harness(200*time.Millisecond, 600*time.Millisecond))
+}

@@ -1,0 +1,430 @@
+package memory
+
+import (
+	"container/heap"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// DefaultMaxLease is the longest session time to live a [Store] grants unless
+// [WithMaxLease] says otherwise. It is also the store's lock-delay after a
+// restart (the amnesia guard).
+const DefaultMaxLease = 60 * time.Second
+
+// Store is an in-process store of sessions, leases, values and groups. It
+// implements [backends.Backend] and [backends.StoreClock]; the sessions it
+// opens implement [backends.Session] and [backends.Notifier]. It is safe for
+// concurrent use. The zero Store is not usable; call [New] or [Open].
+type Store struct {
+	maxLease time.Duration
+	faults   Faults
+
+	mu sync.Mutex
+
+	// The store clock: baseWall (Unix nanoseconds) at the monotonic instant
+	// baseMono, advancing at rate store seconds per real second.
+	baseWall int64
+	baseMono time.Time
+	rate     float64
+
+	// State lost at a restart.
+	runID      string
+	guardUntil int64 // store nanoseconds; no acquisition before (amnesia guard)
+	lastToken  int64
+	rev        uint64 // store-wide revision for group epochs
+	sessions   map[backends.SessionID]*sessionRec
+	expiries   expiryHeap
+	leases     map[string]*leaseRec
+	values     map[string][]byte
+	groups     map[string]*groupRec
+
+	// Watchers are the clients' subscriptions, not store state: they survive
+	// a restart (and are woken by it).
+	watchers map[string]map[*watch]struct{}
+
+	// pending holds the watches to wake once mu is released.
+	pending []*watch
+}
+
+// Option configures a [Store] built by [New].
+type Option func(*Store)
+
+// WithMaxLease sets the longest session time to live the store grants:
+// [backends.Backend.OpenSession] clamps longer requests to it (SPEC C2). It is
+// also the store's lock-delay after a restart: no lease is granted until d has
+// passed on the store clock since the restart (SPEC §15). It panics unless
+// d > 0. The default is [DefaultMaxLease].
+func WithMaxLease(d time.Duration) Option {
+	if d <= 0 {
+		panic(fmt.Sprintf("memory: WithMaxLease(%v): want a duration > 0", d))
+	}
+	return func(s *Store) { s.maxLease = d }
+}
+
+// WithClockRate sets the rate of the store clock: rate store seconds pass per
+// second of the Go clock, so that a test can simulate a store whose clock runs
+// faster (rate > 1) or slower (rate < 1) than the client's (SPEC D3). Expiry is
+// measured on the store clock. It panics unless rate is finite and > 0. The
+// default is 1; [Faults.SetClockRate] changes it later.
+func WithClockRate(rate float64) Option {
+	checkRate("WithClockRate", rate)
+	return func(s *Store) { s.rate = rate }
+}
+
+func checkRate(fn string, rate float64) {
+	if !(rate > 0) || math.IsInf(rate, 0) {
+		panic(fmt.Sprintf("memory: %s(%v): want a finite rate > 0", fn, rate))
+	}
+}
+
+// New returns a new, empty store.
+func New(opts ...Option) *Store {
+	now := time.Now()
+	s := &Store{
+		maxLease: DefaultMaxLease,
+		baseWall: now.UnixNano(),
+		baseMono: now,
+		rate:     1,
+		watchers: make(map[string]map[*watch]struct{}),
+	}
+	s.faults.s = s
+	for _, opt := range opts {
+		opt(s)
+	}
+	s.reset()
+	return s
+}
+
+var named struct {
+	mu     sync.Mutex
+	stores map[string]*Store
+}
+
+// Open returns the process-wide store called name, creating it with default
+// options on first use: the same name always gives the same store, and "" is
+// the default store. It backs the "memory:" and "memory:NAME" backend URLs.
+func Open(name string) *Store {
+	named.mu.Lock()
+	defer named.mu.Unlock()
+	if s, ok := named.stores[name]; ok {
+		return s
+	}
+	if named.stores == nil {
+		named.stores = make(map[string]*Store)
+	}
+	s := New()
+	named.stores[name] = s
+	return s
+}
+
+// MaxLease returns the longest session time to live the store grants, which
+// is also its lock-delay after a restart.
+func (s *Store) MaxLease() time.Duration { return s.maxLease }
+
+// RunID identifies the store's current run. It changes when the store
+// restarts and loses its state ([Faults.Restart]), so that a client can tell a
+// restarted store from one that kept its state (SPEC §15).
+func (s *Store) RunID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runID
+}
+
+// Faults returns the store's fault controls and call counters, a test-support
+// surface not meant for production use.
+func (s *Store) Faults() *Faults { return &s.faults }
+
+// reset drops all state, as a restart of the store's process would. Called
+// with mu held (or before the store is shared).
+func (s *Store) reset() {
+	s.runID = randomHex(8)
+	s.lastToken = 0
+	s.rev = 0
+	s.sessions = make(map[backends.SessionID]*sessionRec)
+	s.expiries = nil
+	s.leases = make(map[string]*leaseRec)
+	s.values = make(map[string][]byte)
+	s.groups = make(map[string]*groupRec)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // never fails (crypto/rand, Go ≥ 1.24)
+	return hex.EncodeToString(b)
+}
+
+// now returns the store clock in Unix nanoseconds. Called with mu held.
+func (s *Store) now() int64 {
+	elapsed := time.Since(s.baseMono)
+	if s.rate == 1 {
+		return s.baseWall + int64(elapsed)
+	}
+	return s.baseWall + int64(float64(elapsed)*s.rate)
+}
+
+// setRate changes the clock rate from now on, without a jump. Called with mu
+// held.
+func (s *Store) setRate(rate float64) {
+	s.baseWall = s.now()
+	s.baseMono = time.Now()
+	s.rate = rate
+}
+
+func storeTime(nanos int64) time.Time { return time.Unix(0, nanos).UTC() }
+
+// nextToken returns a token greater than every token this run of the store
+// issued and, since it is at least the store clock in microseconds, greater
+// than every token an earlier run issued before its restart: the restart
+// guard keeps acquisitions out for MaxLease afterwards, so the clock has moved
+// well past them (SPEC F5, §15). Called with mu held.
+func (s *Store) nextToken(now int64) backends.Token {
+	t := max(s.lastToken+1, now/int64(time.Microsecond))
+	s.lastToken = t
+	return backends.Token(t)
+}
+
+// nextRev returns a new store-wide revision, used for group epochs. Called
+// with mu held.
+func (s *Store) nextRev() uint64 {
+	s.rev++
+	return s.rev
+}
+
+// lock takes mu and reaps the sessions that expired by the store clock.
+// It returns the store clock.
+func (s *Store) lock() int64 {
+	s.mu.Lock()
+	now := s.now()
+	for len(s.expiries) > 0 && s.expiries[0].expiry <= now {
+		s.endSession(s.expiries[0])
+	}
+	return now
+}
+
+// unlock releases mu and then wakes the watches the operation touched, so a
+// watcher's function never runs under the store's mutex.
+func (s *Store) unlock() {
+	pending := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	for _, w := range pending {
+		w.fire()
+	}
+}
+
+// call runs op as one round trip to the store: it counts the call, applies the
+// faults (unreachable, request latency), runs op under the store's mutex, then
+// applies the reply latency. A call whose context ends while it waits returns
+// an error wrapping the context's error (and ErrUnavailable if the request
+// never reached the store).
+func (s *Store) call(ctx context.Context, m method, op func(now int64) error) error {
+	f := &s.faults
+	f.calls[m].Add(1)
+	req, reply, mode := f.get()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memory: %s: %w: %w", m, backends.ErrUnavailable, err)
+	}
+	switch mode {
+	case Refuse:
+		return fmt.Errorf("memory: %s: store unreachable (refused): %w", m, backends.ErrUnavailable)
+	case Blackhole:
+		<-ctx.Done()
+		return fmt.Errorf("memory: %s: store unreachable (no reply): %w: %w", m, backends.ErrUnavailable, ctx.Err())
+	}
+	if err := sleep(ctx, req); err != nil {
+		return fmt.Errorf("memory: %s: request not delivered: %w: %w", m, backends.ErrUnavailable, err)
+	}
+	now := s.lock()
+	err := op(now)
+	s.unlock()
+	if serr := sleep(ctx, reply); serr != nil {
+		// The store handled the call; only its reply is lost.
+		return fmt.Errorf("memory: %s: reply not received: %w: %w", m, backends.ErrUnavailable, serr)
+	}
+	return err
+}
+
+// sleep waits for d or until ctx ends, whichever comes first.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// OpenSession opens a session that expires ttl after its last renewal, as
+// measured by the store clock. A ttl longer than the store's MaxLease is
+// clamped to it; the reply says what was granted. A ttl ≤ 0 is an error.
+// Sessions may be opened while the store is within its restart guard; only
+// acquisitions wait.
+func (s *Store) OpenSession(ctx context.Context, ttl time.Duration) (backends.Session, backends.Renewal, error) {
+	if ttl <= 0 {
+		return nil, backends.Renewal{}, fmt.Errorf("memory: open session: ttl %v; want > 0", ttl)
+	}
+	ttl = min(ttl, s.maxLease)
+	var (
+		sess *session
+		r    backends.Renewal
+	)
+	err := s.call(ctx, mOpenSession, func(now int64) error {
+		rec := &sessionRec{
+			id:     backends.SessionID(randomHex(16)),
+			ttl:    ttl,
+			expiry: now + int64(ttl),
+			owned:  make(map[string]backends.Token),
+		}
+		s.sessions[rec.id] = rec
+		heap.Push(&s.expiries, rec)
+		sess = &session{s: s, id: rec.id}
+		r = s.renewal(rec, now)
+		return nil
+	})
+	if err != nil {
+		return nil, backends.Renewal{}, err
+	}
+	return sess, r, nil
+}
+
+// StoreTime returns the store clock, read in one call.
+func (s *Store) StoreTime(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	err := s.call(ctx, mStoreTime, func(now int64) error {
+		t = storeTime(now)
+		return nil
+	})
+	return t, err
+}
+
+func (s *Store) renewal(rec *sessionRec, now int64) backends.Renewal {
+	return backends.Renewal{
+		Remaining: time.Duration(rec.expiry - now),
+		StoreTime: storeTime(now),
+		Digest:    s.digest(rec),
+	}
+}
+
+// digest costs O(groups joined), never O(leases). Group epochs and the
+// session's own membership revision are store-wide revisions, so their
+// maximum grows whenever any of them changes.
+func (s *Store) digest(rec *sessionRec) backends.Digest {
+	g := rec.memberRev
+	for _, gr := range rec.groups {
+		g = max(g, gr.epoch)
+	}
+	return backends.Digest{Leases: len(rec.owned), Version: rec.version, Groups: g}
+}
+
+// endSession ends a session that expired, was closed or was expired by a
+// fault: its leases are released, its memberships ended, watchers woken.
+// Called with mu held.
+func (s *Store) endSession(rec *sessionRec) {
+	for name := range rec.owned {
+		s.dropLease(name)
+	}
+	rec.owned = nil
+	for name, gr := range rec.groups {
+		s.leaveGroup(rec, name, gr)
+	}
+	delete(s.sessions, rec.id)
+	heap.Remove(&s.expiries, rec.index)
+}
+
+// dropLease deletes the lease record of name (keeping its value), bumps the
+// epoch of a group it is a partition of, and wakes its watchers. The caller
+// updates the holder's owned set. Called with mu held.
+func (s *Store) dropLease(name string) {
+	delete(s.leases, name)
+	s.touchPartition(name)
+	for w := range s.watchers[name] {
+		s.pending = append(s.pending, w)
+	}
+}
+
+// touchPartition bumps the epoch of the group whose partition name is, if
+// such a group has members. Called with mu held.
+func (s *Store) touchPartition(name string) {
+	g, i, ok := backends.SplitPartition(name)
+	if !ok {
+		return
+	}
+	if gr := s.groups[g]; gr != nil && i < gr.partitions {
+		gr.epoch = s.nextRev()
+	}
+}
+
+// leaveGroup ends rec's membership of group. Called with mu held.
+func (s *Store) leaveGroup(rec *sessionRec, name string, gr *groupRec) {
+	delete(gr.members, rec.id)
+	delete(rec.groups, name)
+	rec.memberRev = s.nextRev()
+	gr.epoch = s.nextRev()
+	if len(gr.members) == 0 {
+		delete(s.groups, name)
+	}
+}
+
+// sessionRec is the store's record of a session.
+type sessionRec struct {
+	id        backends.SessionID
+	ttl       time.Duration
+	expiry    int64 // store nanoseconds
+	index     int   // in Store.expiries
+	owned     map[string]backends.Token
+	version   uint64 // Digest.Version
+	memberRev uint64 // revision of the session's last leave
+	groups    map[string]*groupRec
+}
+
+// leaseRec is the store's record of a held lease. Released leases have no
+// record; their values live on in Store.values.
+type leaseRec struct {
+	holder *sessionRec
+	token  backends.Token
+}
+
+// groupRec is the store's record of a group with members.
+type groupRec struct {
+	partitions int
+	epoch      uint64
+	members    map[backends.SessionID]*sessionRec
+}
+
+// expiryHeap is a min-heap of sessions by expiry, so that reaping costs
+// O(log n) per expired session and O(1) when none expired.
+type expiryHeap []*sessionRec
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].expiry < h[j].expiry }
+func (h expiryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+func (h *expiryHeap) Push(x any) {
+	rec := x.(*sessionRec)
+	rec.index = len(*h)
+	*h = append(*h, rec)
+}
+func (h *expiryHeap) Pop() any {
+	old := *h
+	n := len(old)
+	rec := old[n-1]
+	old[n-1] = nil
+	*h = old[:n-1]
+	rec.index = -1
+	return rec
+}
