@@ -46,8 +46,9 @@ func (r Reason) String() string {
 	return reasonNames[r]
 }
 
-// Error makes a Reason usable as a context cancellation cause.
-func (r Reason) Error() string { return "simba: term ended: " + r.String() }
+// Error makes a Reason usable as a context cancellation cause; it is the same
+// as String, so that a Reason prints as words either way.
+func (r Reason) Error() string { return r.String() }
 
 // mono is a point on the client's monotonic clock, as the time elapsed since
 // the client was created. The engine never reads a wall clock.

@@ -1,0 +1,147 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/backends/memory"
+	"github.com/simba-go/simba/runtime"
+)
+
+// An election: the listener hears when this node wins the lease and when it
+// loses it; Stop hands the lease over in the documented order.
+func ExampleClient_StartElection() {
+	client, err := runtime.NewClient(memory.New(), runtime.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close(context.Background())
+
+	elected := make(chan *runtime.Term)
+	election, err := client.StartElection("report", runtime.ListenerFuncs{
+		OnElected: func(ctx context.Context, t *runtime.Term) { elected <- t },
+		OnRevoked: func(ctx context.Context, t *runtime.Term, r runtime.Reason) {
+			fmt.Println("revoked:", t.Name(), r)
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	term := <-elected
+	fmt.Println("elected:", term.Name(), "valid:", term.Valid(), "token > 0:", term.Token() > 0)
+
+	if err := election.Stop(context.Background()); err != nil {
+		panic(err)
+	}
+	fmt.Println("after stop, valid:", term.Valid())
+	// Output:
+	// elected: report valid: true token > 0: true
+	// revoked: report stopped
+	// after stop, valid: false
+}
+
+// RunWhileLeader runs a function on one node at a time, once per term, until
+// its context ends.
+func ExampleClient_RunWhileLeader() {
+	client, err := runtime.NewClient(memory.New(), runtime.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close(context.Background())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	err = client.RunWhileLeader(ctx, "report", func(ctx context.Context, t *runtime.Term) error {
+		fmt.Println("leading", t.Name())
+		cancel() // stop after one term, for the example
+		<-ctx.Done()
+		fmt.Println("term ended:", context.Cause(ctx))
+		return nil
+	})
+	fmt.Println("RunWhileLeader returned", err)
+	// Output:
+	// leading report
+	// term ended: stopped
+	// RunWhileLeader returned <nil>
+}
+
+// A lock is held until it is unlocked; another node's TryLock fails meanwhile.
+func ExampleClient_Lock() {
+	store := memory.New()
+	a, _ := runtime.NewClient(store, runtime.Config{})
+	b, _ := runtime.NewClient(store, runtime.Config{})
+	defer a.Close(context.Background())
+	defer b.Close(context.Background())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	term, err := a.Lock(ctx, "ledger")
+	if err != nil {
+		panic(err)
+	}
+	_, err = b.TryLock(ctx, "ledger")
+	fmt.Println("b:", errors.Is(err, runtime.ErrLeaseHeld))
+
+	if err := a.Unlock(ctx, term); err != nil {
+		panic(err)
+	}
+	next, err := b.TryLock(ctx, "ledger")
+	fmt.Println("b after unlock:", err, "higher token:", next.Token() > term.Token())
+	// Output:
+	// b: true
+	// b after unlock: <nil> higher token: true
+}
+
+// EnsureValid before every step: a step that would outlive the term does not
+// start, and every write carries the term's token for the resource to check.
+func ExampleTerm_EnsureValid() {
+	client, _ := runtime.NewClient(memory.New(), runtime.Config{})
+	defer client.Close(context.Background())
+	term, err := client.Lock(context.Background(), "ledger")
+	if err != nil {
+		panic(err)
+	}
+
+	write := func(batch int, token runtime.Token) { fmt.Println("wrote batch", batch, "with the term's token") }
+	for batch := range 3 {
+		if err := term.EnsureValid(2 * time.Second); err != nil { // a batch takes up to 2s
+			fmt.Println("stop:", err)
+			return
+		}
+		write(batch, term.Token())
+	}
+	err = term.EnsureValid(time.Hour) // no term of a 15s lease lasts an hour
+	fmt.Println(errors.Is(err, runtime.ErrTermExpired))
+	// Output:
+	// wrote batch 0 with the term's token
+	// wrote batch 1 with the term's token
+	// wrote batch 2 with the term's token
+	// true
+}
+
+// BenchmarkAcquireRelease measures a TryLock and an Unlock on the memory
+// store through a client: two backend round trips and the engine's work.
+func BenchmarkAcquireRelease(b *testing.B) {
+	store := memory.New()
+	c, err := runtime.NewClient(store, runtime.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := context.Background()
+	if err := c.Ready(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		t, err := c.TryLock(ctx, "ledger")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Unlock(ctx, t); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
