@@ -262,7 +262,8 @@ func TestRealTestingT(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v", "-test.count=1")
 			// Later entries win, so these override the inherited ones.
-			cmd.Env = append(os.Environ(), "TESTSERVERS_CHILD=1", redisEnv+"="+addr)
+			cmd.Env = append(os.Environ(), "TESTSERVERS_CHILD=1", redisEnv+"="+addr,
+				"GORACE=atexit_sleep_ms=0") // a -race binary otherwise sleeps 1 s at exit
 			cmd.Env = append(cmd.Env, c.env...)
 			out, err := cmd.CombinedOutput()
 			if failed := err != nil; failed != c.wantFail {
