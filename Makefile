@@ -1,0 +1,35 @@
+# Simba for Go. `make help` lists the targets.
+
+GO ?= go
+
+.PHONY: help services services-down test demo bench generate lint clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+services: ## install (if missing) and start Redis, PostgreSQL and ZooKeeper on loopback
+	bash scripts/services.sh up
+
+services-down: ## stop the servers that `make services` started
+	bash scripts/services.sh down
+
+# SIMBA_REQUIRE_SERVICES=1: a test whose server is missing fails instead of skipping.
+test: services lint ## start the servers, vet, check gofmt, run every test with -race
+	SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
+
+demo: ## three nodes contend for one lease in memory; the leader stops and the hand-off is printed
+	$(GO) run ./examples/handoff
+
+bench: ## run the benchmarks
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+generate: ## run go generate
+	$(GO) generate ./...
+
+lint: ## go vet, and fail if gofmt would change a file
+	$(GO) vet ./...
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l lists files (run gofmt -w):"; echo "$$out"; exit 1; fi
+
+clean: ## remove build and coverage output and the test cache
+	rm -rf bin coverage*
+	$(GO) clean -testcache
