@@ -848,3 +848,42 @@ func TestReadyUnreachable(t *testing.T) {
 		closeClient(t, c)
 	})
 }
+
+// H1: Close finishes as soon as the hand-off allows; it never waits for a
+// renewal or retry timer (here: an election cooling down, then a candidate).
+func TestCloseDoesNotWaitForTimers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		c := newClient(t, store)
+		e, err := c.StartElection("audit", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err := e.StepDown(context.Background(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		start := time.Now()
+		closeClient(t, c)
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("Close with an election cooling down took %v of virtual time, want none", d)
+		}
+
+		holder := newClient(t, store)
+		defer closeClient(t, holder)
+		if _, err := holder.Lock(context.Background(), "report"); err != nil {
+			t.Fatal(err)
+		}
+		c = newClient(t, store)
+		if _, err := c.StartElection("report", nil); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		start = time.Now()
+		closeClient(t, c)
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("Close with a candidate took %v of virtual time, want none", d)
+		}
+	})
+}

@@ -450,10 +450,10 @@ func (m *machine) closeStep() {
 			if c.removed || c.cat != category(cat) {
 				continue
 			}
-			active = true
 			if c.op == nil || c.op.stepDown {
 				m.stop(c, false, 0, nil)
 			}
+			active = active || !c.removed // a stop may finish at once
 		}
 		if active {
 			return
