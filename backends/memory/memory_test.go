@@ -45,6 +45,7 @@ func TestOptionsPanicOnInvalidValues(t *testing.T) {
 		"WithClockRate(NaN)":  func() { memory.WithClockRate(math.NaN()) },
 		"WithClockRate(+Inf)": func() { memory.WithClockRate(math.Inf(1)) },
 		"SetClockRate(-1)":    func() { memory.New().Faults().SetClockRate(-1) },
+		"SetLatency(-1ns, 0)": func() { memory.New().Faults().SetLatency(-1, 0) },
 	} {
 		func() {
 			defer func() {
