@@ -74,6 +74,13 @@
 // guard. [Store.RunID] changes at every restart, so that a client can tell a
 // restarted store from one that only seems slow.
 //
+// A store made by [New] or [Open] starts without a guard: its clients live in
+// the same process, so when the process (and so the store) starts anew, no
+// holder of the old store's leases survives it. Its tokens still exceed those
+// of the previous process — which a protected resource outside the process may
+// have recorded — because they are floored by the wall clock in microseconds,
+// unless the host's clock stepped back in between.
+//
 // # The fault surface (test support, not for production use)
 //
 // [Store.Faults] returns the store's fault controls and call counters. They
