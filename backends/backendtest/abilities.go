@@ -33,7 +33,7 @@ func testNotify(t *testing.T, h *Harness) {
 
 	waitFired := func(what string, from int64) {
 		t.Helper()
-		if !e.eventually(h.ExpiryGrace, func() bool { return fired.Load() > from }) {
+		if !e.eventually(h.ExpiryGrace, func() bool { return fired.Load() > from }, b) {
 			t.Errorf("watcher not called within %v of %s (A1)", h.ExpiryGrace, what)
 		}
 	}
@@ -54,7 +54,7 @@ func testNotify(t *testing.T, h *Harness) {
 	n = fired.Load()
 	g = e.acquire(b, "lease")
 	e.release(b, "lease", g.Token)
-	e.sleep(h.ExpiryGrace)
+	e.sleep(h.ExpiryGrace, b)
 	if got := fired.Load(); got != n {
 		t.Errorf("watcher called %d times after stop returned; want 0", got-n)
 	}

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -162,6 +163,10 @@ func testInvalidNames(t *testing.T, h *Harness) {
 	for _, name := range []string{"", ".", "..", "a/b", "sp ace", "ünï", "star*", strings.Repeat("x", backends.MaxNameLen+1)} {
 		_, err := s.Acquire(e.ctx, name)
 		wantErr(t, err, backends.ErrInvalidName, "Acquire(%q)", name)
+		var ne *backends.NameError
+		if !errors.As(err, &ne) || ne.Name != name {
+			t.Errorf("Acquire(%q) = %v; want a *backends.NameError naming the bad input (T1)", name, err)
+		}
 		wantErr(t, s.Release(e.ctx, name, 1), backends.ErrInvalidName, "Release(%q)", name)
 		wantErr(t, s.PutValue(e.ctx, name, 1, nil), backends.ErrInvalidName, "PutValue(%q)", name)
 		wantErr(t, s.Join(e.ctx, name, 2), backends.ErrInvalidName, "Join(%q)", name)

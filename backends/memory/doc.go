@@ -6,9 +6,9 @@
 //
 // # Use
 //
-//	store := memory.New()                      // a private store
-//	store := memory.Open("")                   // the process-wide default store ("memory:")
-//	store := memory.Open("jobs")               // a process-wide named store ("memory:jobs")
+//	private := memory.New()     // a store of its own
+//	shared := memory.Open("")   // the process-wide default store ("memory:")
+//	jobs := memory.Open("jobs") // a process-wide named store ("memory:jobs")
 //
 // Every session opened from one [Store] is a separate node, so several clients
 // in one process contend exactly as several processes would against a shared
@@ -32,20 +32,27 @@
 //   - Tokens come from one counter per store: each new token is the larger of
 //     the last one plus one and the store clock in microseconds, so tokens
 //     increase strictly per name and across names, and keep increasing after
-//     a restart that lost the counter (SPEC T2, F5, §15). Released lease
-//     records are deleted; values are kept.
+//     a restart that lost the counter (SPEC T2, F5, §15) — unless the counter
+//     had run ahead of the clock by more than MaxLease, which takes more than
+//     one acquisition per microsecond sustained over MaxLease. Released lease
+//     records are deleted; values are kept (one per name ever written, as
+//     long as the store lives).
 //   - Session time to live is clamped to the store's MaxLease
 //     ([WithMaxLease], default 60 s); the reply says what was granted (C2).
 //   - Watchers ([backends.Notifier]) are called on the goroutine of the call
 //     that released the lease, closed or expired the holder's session or
 //     restarted the store, after the store's mutex is released; expiry is
-//     noticed by the next call to the store, whoever makes it.
+//     noticed by the next call to the store, whoever makes it. Calls of one
+//     watch never overlap, and its stop function waits for a call in
+//     progress, so that none starts after it returns; fn must therefore not
+//     call its own stop.
 //
 // # Time
 //
 // The store reads only the Go clock (time.Now and timers), so it runs
 // unchanged inside a testing/synctest bubble, in virtual time. A store must be
-// used inside the bubble that created it, or outside every bubble.
+// used inside the bubble that created it, or outside every bubble; tests in
+// bubbles use [New], not the process-wide stores of [Open].
 //
 // The store has its own wall clock, the store clock: the Go clock's wall time
 // when the store was made, plus the monotonic time elapsed since, times a rate
@@ -66,6 +73,13 @@
 // passed, since no session was granted more. Sessions may be opened during the
 // guard. [Store.RunID] changes at every restart, so that a client can tell a
 // restarted store from one that only seems slow.
+//
+// A store made by [New] or [Open] starts without a guard: its clients live in
+// the same process, so when the process (and so the store) starts anew, no
+// holder of the old store's leases survives it. Its tokens still exceed those
+// of the previous process — which a protected resource outside the process may
+// have recorded — because they are floored by the wall clock in microseconds,
+// unless the host's clock stepped back in between.
 //
 // # The fault surface (test support, not for production use)
 //

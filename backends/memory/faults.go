@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,11 +71,15 @@ func (f *Faults) SetReachability(r Reachability) {
 // reply delay, the store has already acted and only the reply is lost — both
 // fail with an error wrapping [backends.ErrUnavailable] and the context's
 // error. The split lets a test have the store renew a session promptly and
-// deliver the reply late (SPEC D1, D4). Zero means no delay.
+// deliver the reply late (SPEC D1, D4). Zero means no delay; it panics if a
+// delay is negative.
 func (f *Faults) SetLatency(request, reply time.Duration) {
+	if request < 0 || reply < 0 {
+		panic(fmt.Sprintf("memory: SetLatency(%v, %v): want delays ≥ 0", request, reply))
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.request, f.reply = max(request, 0), max(reply, 0)
+	f.request, f.reply = request, reply
 }
 
 func (f *Faults) get() (request, reply time.Duration, mode Reachability) {

@@ -27,6 +27,7 @@ var (
 	_ backends.Notifier   = (*session)(nil)
 )
 
+// ID returns the session's id, 128 random bits in hex (SPEC S2).
 func (c *session) ID() backends.SessionID { return c.id }
 
 // live returns the session's record, or an error wrapping ErrSessionExpired.
@@ -39,6 +40,8 @@ func (c *session) live(m method) (*sessionRec, error) {
 	return rec, nil
 }
 
+// KeepAlive extends the session's expiry to its granted TTL from now on the
+// store clock. It costs O(groups joined).
 func (c *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 	var r backends.Renewal
 	err := c.s.call(ctx, mKeepAlive, func(now int64) error {
@@ -54,6 +57,7 @@ func (c *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 	return r, err
 }
 
+// Owned lists the leases the session holds, sorted by name, with the digest.
 func (c *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, error) {
 	var (
 		held []backends.Held
@@ -78,6 +82,8 @@ func (c *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 	return held, d, nil
 }
 
+// Acquire takes name for the session; see [backends.Session.Acquire]. During
+// the restart guard it fails with an error wrapping [backends.ErrLeaseHeld].
 func (c *session) Acquire(ctx context.Context, name string) (backends.Grant, error) {
 	if err := backends.ValidateName(name); err != nil {
 		return backends.Grant{}, fmt.Errorf("memory: acquire: %w", err)
@@ -111,6 +117,8 @@ func (c *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 	return g, err
 }
 
+// Release gives up name if the session holds it with token, waking its
+// watchers; otherwise it does nothing.
 func (c *session) Release(ctx context.Context, name string, token backends.Token) error {
 	if err := backends.ValidateName(name); err != nil {
 		return fmt.Errorf("memory: release: %w", err)
@@ -129,6 +137,7 @@ func (c *session) Release(ctx context.Context, name string, token backends.Token
 	})
 }
 
+// PutValue stores a copy of value beside the lease name.
 func (c *session) PutValue(ctx context.Context, name string, token backends.Token, value []byte) error {
 	if err := backends.ValidateName(name); err != nil {
 		return fmt.Errorf("memory: put value: %w", err)
@@ -150,6 +159,7 @@ func (c *session) PutValue(ctx context.Context, name string, token backends.Toke
 	})
 }
 
+// Join makes the session a member of group.
 func (c *session) Join(ctx context.Context, group string, partitions int) error {
 	if err := backends.ValidateGroup(group, partitions); err != nil {
 		return fmt.Errorf("memory: join: %w", err)
@@ -182,6 +192,7 @@ func (c *session) Join(ctx context.Context, group string, partitions int) error 
 	})
 }
 
+// Leave ends the session's membership of group.
 func (c *session) Leave(ctx context.Context, group string) error {
 	if err := backends.ValidateName(group); err != nil {
 		return fmt.Errorf("memory: leave: %w", err)
@@ -198,6 +209,7 @@ func (c *session) Leave(ctx context.Context, group string) error {
 	})
 }
 
+// Members returns the group's live members and partition holders.
 func (c *session) Members(ctx context.Context, group string) (backends.GroupView, error) {
 	if err := backends.ValidateName(group); err != nil {
 		return backends.GroupView{}, fmt.Errorf("memory: members: %w", err)
@@ -229,6 +241,7 @@ func (c *session) Members(ctx context.Context, group string) (backends.GroupView
 	return v, err
 }
 
+// Close ends the session, releasing its leases and memberships (SPEC S4).
 func (c *session) Close(ctx context.Context) error {
 	return c.s.call(ctx, mClose, func(now int64) error {
 		if rec := c.s.sessions[c.id]; rec != nil {
