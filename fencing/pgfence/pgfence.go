@@ -143,7 +143,8 @@ func (t *Table) CreateTable(ctx context.Context) error {
 // It returns nil if the write was accepted; an error wrapping
 // [fencing.ErrStaleToken] if it was rejected; [fencing.ErrInvalidToken] or
 // [fencing.ErrValueTooLarge] for bad input, with no round trip; a database
-// error otherwise. One round trip, except for the first write of a resource.
+// error otherwise. An accepted write to an existing row is one round trip;
+// the first write of a resource, and a rejected write, take up to three.
 func (t *Table) Write(ctx context.Context, id string, token backends.Token, value []byte) error {
 	if err := t.check(id, token, value); err != nil {
 		return err
