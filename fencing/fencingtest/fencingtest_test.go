@@ -25,6 +25,7 @@ type recorder struct {
 	ctx      context.Context
 	mu       sync.Mutex
 	failures []string
+	skipped  string
 	cleanups []func()
 }
 
@@ -49,6 +50,11 @@ func (r *recorder) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
+func (r *recorder) Skipf(format string, args ...any) {
+	r.skipped = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
 // runCheck runs one of the kit's checks on a recorder, on its own goroutine
 // as the testing package would, and returns the failures it reported.
 func runCheck(t *testing.T, check func(testing.TB, func(testing.TB) fencing.Resource), newResource func(testing.TB) fencing.Resource) []string {
@@ -64,6 +70,9 @@ func runCheck(t *testing.T, check func(testing.TB, func(testing.TB) fencing.Reso
 		check(rec, newResource)
 	}()
 	<-done
+	if rec.skipped != "" {
+		t.Skip(rec.skipped) // a server the resource needs is missing
+	}
 	return rec.failures
 }
 
