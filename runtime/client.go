@@ -34,6 +34,7 @@ type Client struct {
 	watches  map[uint64]map[string]func() // session gen → name → stop
 	timer    *time.Timer
 	live     chan struct{} // closed while the session is live
+	renewed  chan struct{} // closed at the next successful renewal
 	shutdown bool
 	quit     chan struct{} // closed when the machine has closed
 
@@ -106,6 +107,7 @@ func NewClient(b backends.Backend, cfg Config, opts ...Option) (*Client, error) 
 		sessions: make(map[uint64]backends.Session),
 		watches:  make(map[uint64]map[string]func()),
 		live:     make(chan struct{}),
+		renewed:  make(chan struct{}),
 		quit:     make(chan struct{}),
 		events:   newSerialQueue(nil),
 	}
@@ -193,6 +195,10 @@ func (c *Client) perform(e *effect) {
 		}()
 	case effEvent:
 		ev := e.ev
+		if ev.Kind == EventSessionRenewed || ev.Kind == EventSessionOpened {
+			close(c.renewed)
+			c.renewed = make(chan struct{})
+		}
 		c.wg.Add(1)
 		c.events.push(queued{run: func() { defer c.wg.Done(); c.deliver(ev) }, mustRun: true})
 	case effComplete:
@@ -247,6 +253,14 @@ func (c *Client) call(req request, s backends.Session) {
 		res.err = s.Release(ctx, req.name, req.token)
 	case reqClose:
 		res.err = s.Close(ctx)
+	case reqPutValue:
+		res.err = s.PutValue(ctx, req.name, req.token, req.value)
+	case reqJoin:
+		res.err = s.Join(ctx, req.group, req.n)
+	case reqLeave:
+		res.err = s.Leave(ctx, req.group)
+	case reqMembers:
+		res.view, res.err = s.Members(ctx, req.group)
 	}
 	c.apply(func(now mono) {
 		switch {

@@ -22,13 +22,16 @@ const (
 	phDone                   // stopped; removed once its callbacks have run
 )
 
-// category orders contenders for Close (H1): elections, then locks.
+// category orders contenders for Close (H1): elections, locks, schedules,
+// then partition groups.
 type category uint8
 
 const (
 	catElection category = iota
 	catLock
-	numCategories = 2
+	catSchedule
+	catGroup
+	numCategories = 4
 )
 
 // TaskFunc is work an election runs while this node holds the lease: it is
@@ -45,6 +48,9 @@ type contender struct {
 	tryOnce         bool          // TryLock: one attempt
 	lockW           waiter        // Lock/TryLock: who gets the term
 	queue           *serialQueue  // the driver's callback dispatcher
+	group           *groupState   // the partition's group, if this is a partition
+	part            int           // the partition index
+	info            *runInfo      // the driver's schedule status, if any
 
 	phase         phase
 	attempt       uint64 // in-flight acquire, 0 if none
@@ -88,7 +94,7 @@ func (m *machine) start(now mono, c *contender) error {
 	if m.closing != nil || m.state == Closed {
 		return ErrClosed
 	}
-	if _, dup := m.byName[c.name]; dup {
+	if _, dup := m.byName[c.name]; dup || m.reserved(c.name) {
 		return fmt.Errorf("%w: %q", ErrNameInUse, c.name)
 	}
 	m.byName[c.name] = c
@@ -177,6 +183,9 @@ func (m *machine) adopt(c *contender, s *session, token Token, value []byte) {
 	t.eng = termState{c: c, sess: s, adopted: m.adoptSeq, value: value}
 	c.term, c.phase = t, phLeader
 	m.event(Event{Kind: EventElected, Name: c.name, Token: token, Session: s.id})
+	if g := c.group; g != nil {
+		m.event(Event{Kind: EventPartitionGained, Name: c.name, Token: token, Session: s.id, Group: g.name, Partition: c.part})
+	}
 	if c.lockW != nil {
 		m.complete(c.lockW, t, nil)
 		c.lockW = nil
@@ -200,6 +209,10 @@ func (m *machine) dispatch(c *contender, t *Term, elected bool) {
 func (m *machine) revoke(t *Term, r Reason) {
 	if t.end(r) {
 		m.event(Event{Kind: EventRevoked, Name: t.name, Token: t.token, Session: t.eng.sess.id, Reason: r})
+		if c := t.eng.c; c.group != nil {
+			m.event(Event{Kind: EventPartitionLost, Name: t.name, Token: t.token, Session: t.eng.sess.id, Reason: r,
+				Group: c.group.name, Partition: c.part})
+		}
 	}
 }
 
@@ -342,8 +355,8 @@ func (m *machine) loseTerm(c *contender, reason Reason) {
 	if t.eng.electedQueued && !t.eng.electedFailed {
 		m.dispatch(c, t, false)
 	}
-	if c.cat == catLock {
-		m.stop(c, false, 0, nil) // a lock is not retaken
+	if c.cat == catLock || c.group != nil {
+		m.stop(c, false, 0, nil) // a lock is not retaken; a partition waits for the next balance
 		return
 	}
 	c.retryAt = m.now
@@ -353,8 +366,11 @@ func (m *machine) loseTerm(c *contender, reason Reason) {
 func (m *machine) remove(c *contender) {
 	c.phase, c.removed = phDone, true
 	delete(m.byName, c.name)
+	if g := c.group; g != nil && g.parts[c.part] == c {
+		delete(g.parts, c.part)
+	}
 	m.removed++
-	if s := m.sess; s != nil {
+	if s := m.sess; s != nil && c.group == nil { // a group watches its partitions itself
 		m.emit(effect{kind: effUnwatch, req: request{gen: s.gen, name: c.name}})
 	}
 }
@@ -424,6 +440,11 @@ func (m *machine) notified(now mono, gen uint64, name string) {
 		c.retryAt = m.now
 		m.wake(c)
 	}
+	if group, i, ok := backends.SplitPartition(name); ok {
+		if g := m.groups[group]; g != nil && i < g.n {
+			m.readView(g) // a partition may be free: plan again
+		}
+	}
 }
 
 // taskDone reports that t's task returned err.
@@ -440,9 +461,11 @@ func (m *machine) taskDone(now mono, t *Term, err error) {
 	switch {
 	case c.phase == phHandoff && c.term == t && t.eng.releaseReq == 0:
 		m.release(c)
-	case c.phase == phLeader && c.term == t && !ended && m.now < t.deadline.get():
+	case c.phase == phLeader && c.term == t && !ended && m.now < t.deadline.get() && c.group == nil:
 		// The task ended while the term is valid: step down, so that
-		// leadership does not sit idle here (SPEC §13).
+		// leadership does not sit idle here (SPEC §13). A partition stays
+		// held and idle until a rebalance moves it, so that its work is not
+		// rerun elsewhere.
 		m.stop(c, true, c.taskEndCooldown, nil)
 	default:
 		m.wake(c)

@@ -46,9 +46,14 @@ const (
 	reqAcquire
 	reqRelease
 	reqClose
+	reqPutValue
+	reqJoin
+	reqLeave
+	reqMembers
 )
 
-var reqNames = [...]string{"", "open session", "keep-alive", "owned", "acquire", "release", "close session"}
+var reqNames = [...]string{"", "open session", "keep-alive", "owned", "acquire", "release", "close session",
+	"put value", "join", "leave", "members"}
 
 func (k reqKind) String() string { return reqNames[k] }
 
@@ -60,6 +65,9 @@ type request struct {
 	gen     uint64
 	name    string
 	token   Token
+	value   []byte // reqPutValue
+	group   string // reqJoin, reqLeave, reqMembers
+	n       int    // reqJoin: partitions
 	ttl     time.Duration
 	timeout time.Duration
 }
@@ -71,5 +79,6 @@ type result struct {
 	grant   backends.Grant     // reqAcquire
 	held    []backends.Held    // reqOwned
 	digest  backends.Digest    // reqOwned
+	view    backends.GroupView // reqMembers
 	err     error
 }

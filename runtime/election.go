@@ -96,6 +96,10 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 	if l != nil {
 		ct.queue = newSerialQueue(c.exec)
 	}
+	return c.startContender(ct)
+}
+
+func (c *Client) startContender(ct *contender) (*Election, error) {
 	var err error
 	c.apply(func(now mono) { err = c.m.start(now, ct) })
 	if err != nil {

@@ -46,6 +46,8 @@ type machine struct {
 	byName     map[string]*contender
 	contenders []*contender // in start order; removed ones are compacted away
 	removed    int
+	groups     map[string]*groupState
+	groupList  []*groupState // in start order
 	timers     timerHeap
 	adoptSeq   uint64
 
@@ -74,10 +76,12 @@ type session struct {
 type pendingReq struct {
 	req       request
 	sentAt    mono
-	c         *contender // reqAcquire, reqRelease
-	term      *Term      // reqRelease
-	abandoned bool       // reqAcquire whose election no longer wants it (A3)
-	seq       uint64     // reqOwned: adoptSeq when sent
+	c         *contender  // reqAcquire, reqRelease
+	term      *Term       // reqRelease
+	abandoned bool        // reqAcquire whose election no longer wants it (A3)
+	seq       uint64      // reqOwned: adoptSeq when sent
+	g         *groupState // reqJoin, reqLeave, reqMembers
+	w         waiter      // reqPutValue
 }
 
 type closeOp struct {
@@ -119,6 +123,7 @@ func newMachine(cfg Config, seed uint64, clock func() mono, owner *Client) *mach
 		openBackoff: cfg.MinBackoff,
 		pending:     make(map[uint64]*pendingReq),
 		byName:      make(map[string]*contender),
+		groups:      make(map[string]*groupState),
 	}
 }
 
@@ -193,9 +198,14 @@ func (m *machine) advance(now mono) {
 	}
 	for len(m.timers) > 0 && m.timers[0].at <= m.now {
 		e := heap.Pop(&m.timers).(timerEntry)
-		if e.live() {
+		switch {
+		case !e.live():
+		case e.c != nil:
 			e.c.timerSeq++ // consumed
 			m.wake(e.c)
+		default:
+			e.g.timerSeq++
+			m.wakeGroup(e.g)
 		}
 	}
 	if s := m.sess; s != nil && s.kaReq == 0 && s.renewAt > 0 && m.now >= s.renewAt {
@@ -215,6 +225,11 @@ func (m *machine) maybeOpen() {
 
 // settle finishes an input: it moves a pending close forward.
 func (m *machine) settle() {
+	for _, g := range m.groupList {
+		if g.op != nil {
+			m.groupProgress(g)
+		}
+	}
 	if m.closing != nil {
 		m.closeStep()
 	}
@@ -253,6 +268,10 @@ func (m *machine) done(now mono, id uint64, res result) {
 		m.acquireDone(p, res)
 	case reqRelease:
 		m.releaseDone(p, res)
+	case reqPutValue:
+		m.complete(p.w, nil, res.err)
+	case reqJoin, reqLeave, reqMembers:
+		m.groupDone(p, res)
 	case reqClose:
 		if m.closing != nil && m.closing.sessionSent && p.req.gen == m.closing.gen {
 			m.finishClose()
@@ -291,10 +310,13 @@ func (m *machine) openDone(p *pendingReq, res result) {
 			m.noteStoreTime(s, p.sentAt, res.renewal)
 			m.setState(Live, nil)
 			for _, c := range m.contenders {
-				if !c.removed && c.phase != phDone {
+				if !c.removed && c.phase != phDone && c.group == nil {
 					m.emit(effect{kind: effWatch, req: request{gen: s.gen, name: c.name}})
 					m.wake(c)
 				}
+			}
+			for _, g := range m.groupList {
+				m.wakeGroup(g)
 			}
 			return
 		}
@@ -345,8 +367,13 @@ func (m *machine) keepAliveDone(p *pendingReq, res result) {
 		m.noteStoreTime(s, p.sentAt, res.renewal)
 		m.event(Event{Kind: EventSessionRenewed, Session: s.id, Duration: m.now - p.sentAt})
 		m.setState(Live, nil)
-		if res.renewal.Digest != s.digest && s.ownedReq == 0 {
+		d := res.renewal.Digest
+		if (d.Leases != s.digest.Leases || d.Version != s.digest.Version) && s.ownedReq == 0 {
 			s.ownedReq = m.send(request{kind: reqOwned, gen: s.gen, timeout: s.period}, &pendingReq{seq: m.adoptSeq})
+		}
+		if d.Groups != s.digest.Groups {
+			s.digest.Groups = d.Groups
+			m.refreshGroups()
 		}
 	case errors.Is(res.err, backends.ErrSessionExpired):
 		m.sessionLost(SessionExpired)
@@ -417,6 +444,9 @@ func (m *machine) sessionLost(reason Reason) {
 			m.loseTerm(c, reason)
 		}
 	}
+	for _, g := range m.groupList {
+		g.joined, g.viewed = false, false // membership died with the session
+	}
 	m.send(request{kind: reqClose, gen: s.gen, timeout: m.cfg.RenewInterval}, &pendingReq{})
 	if m.closing == nil {
 		m.setState(Opening, m.lastErr)
@@ -445,6 +475,14 @@ func (m *machine) close(now mono, w waiter) {
 func (m *machine) closeStep() {
 	for cat := range numCategories {
 		active := false
+		if category(cat) == catGroup {
+			for _, g := range m.groupList {
+				if !g.removed && (g.op == nil || g.op.stepDown) {
+					m.stopGroup(g, false, 0, nil)
+				}
+				active = active || !g.removed
+			}
+		}
 		for i := 0; i < len(m.contenders); i++ {
 			c := m.contenders[i]
 			if c.removed || c.cat != category(cat) {
@@ -495,15 +533,21 @@ func (m *machine) storeNow() (time.Time, bool) {
 	return s.storeTime.Add(m.now - s.storeTimeAt), true
 }
 
-// timerEntry is a contender's wake-up; entries superseded by a later
-// schedule are skipped (lazy deletion).
+// timerEntry is a contender's or a group's wake-up; entries superseded by a
+// later schedule are skipped (lazy deletion).
 type timerEntry struct {
 	at  mono
-	c   *contender
+	c   *contender  // or
+	g   *groupState // this one
 	seq uint64
 }
 
-func (e timerEntry) live() bool { return !e.c.removed && e.c.timerSeq == e.seq }
+func (e timerEntry) live() bool {
+	if e.c != nil {
+		return !e.c.removed && e.c.timerSeq == e.seq
+	}
+	return !e.g.removed && e.g.timerSeq == e.seq
+}
 
 type timerHeap []timerEntry
 
@@ -521,8 +565,10 @@ func (h *timerHeap) Pop() any {
 // schedule makes c wake at at, replacing any earlier schedule.
 func (m *machine) schedule(c *contender, at mono) {
 	c.timerSeq++
-	heap.Push(&m.timers, timerEntry{at: at, c: c, seq: c.timerSeq})
+	m.pushTimer(timerEntry{at: at, c: c, seq: c.timerSeq})
 }
+
+func (m *machine) pushTimer(e timerEntry) { heap.Push(&m.timers, e) }
 
 func (m *machine) jitter() time.Duration {
 	if m.cfg.RetryJitter <= 0 {

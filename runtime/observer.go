@@ -47,11 +47,19 @@ const (
 	// EventBackendError: a backend call for Name (or for the session, when
 	// Name is empty) failed with Err, other than "lease held".
 	EventBackendError
+	// EventPartitionGained: this member holds Partition of Group (lease Name).
+	EventPartitionGained
+	// EventPartitionLost: this member no longer holds Partition of Group,
+	// for Reason (Stopped when a rebalance moved it away).
+	EventPartitionLost
+	// EventRunFailed: a scheduled run of Name returned Err (or panicked: Err
+	// is a *PanicError). The schedule goes on.
+	EventRunFailed
 )
 
 var eventNames = [...]string{"", "session opened", "session state", "session renewed", "session lease shortened",
 	"session ended", "elected", "revoked", "task failed", "task stuck", "callback panicked", "callback rejected",
-	"backend error"}
+	"backend error", "partition gained", "partition lost", "run failed"}
 
 // String returns the kind in words.
 func (k EventKind) String() string {
@@ -65,14 +73,16 @@ func (k EventKind) String() string {
 // meaningful for its Kind are set. Events that concern one lease carry its
 // Name, so that metrics can be tagged by lease name only.
 type Event struct {
-	Kind     EventKind
-	Name     string             // the lease name, if the event concerns one
-	Token    Token              // the term's token, if the event concerns a term
-	Session  backends.SessionID // the session concerned
-	State    SessionState       // the new session state (EventSessionState)
-	Reason   Reason             // why a term or session ended
-	Duration time.Duration      // a latency or a validity, per Kind
-	Err      error              // the failure reported
+	Kind      EventKind
+	Name      string             // the lease name, if the event concerns one
+	Token     Token              // the term's token, if the event concerns a term
+	Session   backends.SessionID // the session concerned
+	State     SessionState       // the new session state (EventSessionState)
+	Reason    Reason             // why a term or session ended
+	Duration  time.Duration      // a latency or a validity, per Kind
+	Err       error              // the failure reported
+	Group     string             // the partition group, for partition events
+	Partition int                // the partition index, for partition events
 }
 
 // Observer receives the engine's events, one at a time and in order, on a
@@ -138,7 +148,7 @@ func logEvent(logger *slog.Logger, e Event) {
 		if e.Reason == DeadlinePassed || e.Reason == SessionExpired || e.Reason == TakenOver {
 			level = slog.LevelWarn
 		}
-	case EventTaskFailed, EventCallbackPanicked:
+	case EventTaskFailed, EventCallbackPanicked, EventRunFailed:
 		level = slog.LevelError
 	case EventTaskStuck, EventCallbackRejected:
 		level = slog.LevelWarn

@@ -15,7 +15,18 @@ type Snapshot struct {
 	Remaining   time.Duration      // time left until Deadline
 	RenewPeriod time.Duration      // current renewal period (shorter than RenewInterval under C2)
 	LastError   error              // the backend's last failure, nil after a success
-	Leases      []LeaseStatus      // every election and lock started, in start order
+	Leases      []LeaseStatus      // every election, lock and schedule started, in start order
+	Groups      []GroupStatus      // every partition group started, in start order
+}
+
+// GroupStatus is a partition group's entry in a [Snapshot].
+type GroupStatus struct {
+	Name       string
+	Partitions int   // the group's partition count
+	Members    int   // members in the last view read, 0 before the first
+	Held       []int // partitions this member holds a valid term for, ascending
+	Joined     bool  // a member on the current session
+	LastError  error // the last failed group call (a join with another count, ...)
 }
 
 // Role is what a client is doing about one lease name.
@@ -46,11 +57,12 @@ func (r Role) String() string {
 // LeaseStatus is one name's entry in a [Snapshot].
 type LeaseStatus struct {
 	Name      string
-	Lock      bool          // a lock, not an election
-	Role      Role          //
-	Token     Token         // the term's token while Leader or HandingOff
-	Remaining time.Duration // the term's validity left while Leader
-	Cooldown  time.Duration // cooldown left while CoolingDown
+	Lock      bool            // a lock, not an election
+	Role      Role            //
+	Token     Token           // the term's token while Leader or HandingOff
+	Remaining time.Duration   // the term's validity left while Leader
+	Cooldown  time.Duration   // cooldown left while CoolingDown
+	Schedule  *ScheduleStatus // the schedule's status, for StartSchedule
 }
 
 // Snapshot returns the client's current state.
@@ -72,11 +84,22 @@ func (m *machine) snapshot(now mono) Snapshot {
 		snap.Remaining = max(0, s.deadline.get()-now)
 		snap.RenewPeriod = s.period
 	}
+	for _, g := range m.groupList {
+		gs := GroupStatus{Name: g.name, Partitions: g.n, Held: heldPartitions(g), Joined: g.joined, LastError: g.lastErr}
+		if g.viewed {
+			gs.Members = len(g.view.Members)
+		}
+		snap.Groups = append(snap.Groups, gs)
+	}
 	for _, c := range m.contenders {
-		if c.removed {
+		if c.removed || c.group != nil {
 			continue
 		}
 		ls := LeaseStatus{Name: c.name, Lock: c.cat == catLock}
+		if c.info != nil {
+			st := c.info.get()
+			ls.Schedule = &st
+		}
 		switch {
 		case c.phase == phLeader:
 			ls.Role, ls.Token, ls.Remaining = Leader, c.term.token, max(0, c.term.deadline.get()-now)
