@@ -145,3 +145,59 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 	}
 }
+
+// A leader-only schedule: the work runs once per slot of the store's clock,
+// on whichever node leads.
+func ExampleClient_StartSchedule() {
+	client, _ := runtime.NewClient(memory.New(), runtime.ConfigFor(time.Second))
+	defer client.Close(context.Background())
+
+	runs := make(chan int, 10)
+	n := 0
+	election, err := client.StartSchedule("report", runtime.Schedule{Rate: 20 * time.Millisecond, Step: 100 * time.Millisecond},
+		func(ctx context.Context, t *runtime.Term) error {
+			n++
+			runs <- n
+			return nil
+		})
+	if err != nil {
+		panic(err)
+	}
+	for range 3 {
+		fmt.Println("run", <-runs)
+	}
+	if err := election.Stop(context.Background()); err != nil {
+		panic(err)
+	}
+	// Output:
+	// run 1
+	// run 2
+	// run 3
+}
+
+// A partition group: two members share eight partitions, four each; each
+// partition's task gets its own term and token.
+func ExampleClient_StartGroup() {
+	store := memory.New()
+	cfg := runtime.ConfigFor(300 * time.Millisecond)
+	work := func(ctx context.Context, t *runtime.Term, partition int) error {
+		<-ctx.Done() // a long-running task, once per term
+		return nil
+	}
+	var groups []*runtime.Group
+	for range 2 {
+		client, _ := runtime.NewClient(store, cfg)
+		defer client.Close(context.Background())
+		g, err := client.StartGroup("billing", 8, runtime.Schedule{}, work)
+		if err != nil {
+			panic(err)
+		}
+		groups = append(groups, g)
+	}
+	for len(groups[0].Partitions()) != 4 || len(groups[1].Partitions()) != 4 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Println("member 1 holds", len(groups[0].Partitions()), "partitions; member 2 holds", len(groups[1].Partitions()), "partitions")
+	// Output:
+	// member 1 holds 4 partitions; member 2 holds 4 partitions
+}

@@ -523,14 +523,16 @@ func (m *machine) finishClose() {
 	m.emit(effect{kind: effShutdown})
 }
 
-// storeNow estimates the store's clock now, from the last renewal that
-// carried it; ok is false if the backend reported none.
-func (m *machine) storeNow() (time.Time, bool) {
+// storeNow estimates the store's clock at now, from the last renewal that
+// carried it (the store's time then, plus the local time elapsed since the
+// renewal was sent: an overestimate by at most that round trip); ok is false
+// if the backend reported none.
+func (m *machine) storeNow(now mono) (time.Time, bool) {
 	s := m.sess
 	if s == nil || s.storeTime.IsZero() {
 		return time.Time{}, false
 	}
-	return s.storeTime.Add(m.now - s.storeTimeAt), true
+	return s.storeTime.Add(now - s.storeTimeAt), true
 }
 
 // timerEntry is a contender's or a group's wake-up; entries superseded by a

@@ -200,16 +200,24 @@ func (c *Client) runSchedule(ctx context.Context, t *Term, s Schedule, info *run
 		}
 		last, hasLast = record, true // never rerun this slot in this term
 		if runErr != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil || !errors.Is(runErr, context.Canceled) {
 				c.report(Event{Kind: EventRunFailed, Name: t.name, Token: t.token, Err: runErr})
+			}
+			if ctx.Err() != nil {
+				return nil
 			}
 			continue // a failed run is not recorded
 		}
-		if err := c.putValue(ctx, t, encodeRecord(kind, record)); err != nil {
-			if ctx.Err() != nil || errors.Is(err, backends.ErrNotHolder) {
+		// Record the slot even if the term was revoked meanwhile: during the
+		// hand-off the lease is still ours until this task returns.
+		if err := c.putValue(context.WithoutCancel(ctx), t, encodeRecord(kind, record)); err != nil {
+			if errors.Is(err, backends.ErrNotHolder) {
 				return nil
 			}
 			c.report(Event{Kind: EventBackendError, Name: t.name, Token: t.token, Err: err})
+		}
+		if ctx.Err() != nil {
+			return nil
 		}
 	}
 }
@@ -260,7 +268,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // storeNow estimates the store's clock from the last renewal, or reads it.
 func (c *Client) storeNow(ctx context.Context) (time.Time, error) {
 	c.mu.Lock()
-	t, ok := c.m.storeNow()
+	t, ok := c.m.storeNow(c.now())
 	c.mu.Unlock()
 	if ok {
 		return t, nil
@@ -292,8 +300,13 @@ func (c *Client) putValue(ctx context.Context, t *Term, value []byte) error {
 func (m *machine) putValue(now mono, t *Term, value []byte, w waiter) {
 	m.advance(now)
 	defer m.settle()
+	// A term being handed over (revoked, its task awaited, not yet
+	// released) still holds its lease: its task may record what it
+	// finished, fenced by the token in the store.
+	c := t.eng.c
+	handingOver := c.phase == phHandoff && c.term == t && t.eng.releaseReq == 0
 	s, live := m.current(t.eng.sess.gen)
-	if !live || t.ended.Load() {
+	if !live || t.ended.Load() && !handingOver {
 		m.complete(w, nil, fmt.Errorf("simba: %v ended: %w", t, backends.ErrNotHolder))
 		return
 	}

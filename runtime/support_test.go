@@ -94,6 +94,14 @@ func (l *link) OpenSession(ctx context.Context, ttl time.Duration) (backends.Ses
 	return &linkSession{s: s, l: l}, r, nil
 }
 
+// StoreTime forwards the store's clock, if it has one.
+func (l *link) StoreTime(ctx context.Context) (time.Time, error) {
+	if err := l.pass(ctx); err != nil {
+		return time.Time{}, err
+	}
+	return l.Backend.(backends.StoreClock).StoreTime(ctx)
+}
+
 type linkSession struct {
 	s backends.Session
 	l *link

@@ -1,0 +1,527 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/memory"
+	"github.com/simba-go/simba/runtime"
+)
+
+// runLog records the runs of a schedule across nodes. The memory store's
+// clock is the bubble's clock, so time.Now() here is store time too.
+type runLog struct {
+	mu         sync.Mutex
+	runs       []*run
+	violations []string
+}
+
+type run struct {
+	node       int
+	key        string // the lease (schedule name or partition lease)
+	term       *runtime.Term
+	start, end time.Time
+	remaining  time.Duration // the term's validity when the run started
+}
+
+func (l *runLog) fn(node int, d time.Duration, hook func(context.Context, *runtime.Term, *run) error) runtime.TaskFunc {
+	return func(ctx context.Context, t *runtime.Term) error {
+		r := &run{node: node, key: t.Name(), term: t, start: time.Now(), remaining: t.Remaining()}
+		l.mu.Lock()
+		if !t.Valid() {
+			l.violations = append(l.violations, fmt.Sprintf("node %d ran %v with an invalid term", node, t))
+		}
+		l.runs = append(l.runs, r)
+		l.mu.Unlock()
+		var err error
+		if hook != nil {
+			err = hook(ctx, t, r)
+		}
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		l.mu.Lock()
+		r.end = time.Now()
+		if r.end.After(r.start) && !t.Valid() && t.Reason() != runtime.NotEnded {
+			// A run may end when its term ends (cancelled), never after.
+			select {
+			case <-t.Done():
+			default:
+				l.violations = append(l.violations, fmt.Sprintf("%v ran on after its term ended", t))
+			}
+		}
+		l.mu.Unlock()
+		return err
+	}
+}
+
+// check: runs of one key never overlap; each run started while its term was
+// valid (recorded by fn).
+func (l *runLog) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, v := range l.violations {
+		t.Error(v)
+	}
+	byKey := map[string][]*run{}
+	for _, r := range l.runs {
+		byKey[r.key] = append(byKey[r.key], r)
+	}
+	for key, rs := range byKey {
+		for i := 1; i < len(rs); i++ {
+			if rs[i].start.Before(rs[i-1].end) {
+				t.Errorf("%s: run on node %d from %v overlaps node %d's run [%v, %v)",
+					key, rs[i].node, rs[i].start, rs[i-1].node, rs[i-1].start, rs[i-1].end)
+			}
+		}
+	}
+}
+
+func (l *runLog) snapshot() []run {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]run, len(l.runs))
+	for i, r := range l.runs {
+		out[i] = *r
+	}
+	return out
+}
+
+func slotOf(t time.Time, rate time.Duration) int64 { return t.UnixMilli() / rate.Milliseconds() }
+
+// §13: a fixed-rate schedule runs only on the leader, once per slot of the
+// store's clock, at the slot's start, never overlapping, never after its term
+// ended; a leader that steps down or stops mid-period hands over without a
+// slot running twice or being skipped.
+func TestScheduleFixedRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		const rate = 10 * time.Second
+		var log runLog
+		var elections []*runtime.Election
+		var clients []*runtime.Client
+		for i := range 3 {
+			c := newClient(t, store)
+			clients = append(clients, c)
+			e, err := c.StartSchedule("report", runtime.Schedule{Rate: rate}, log.fn(i, 2*time.Second, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			elections = append(elections, e)
+		}
+		leader := func() *runtime.Election {
+			for _, e := range elections {
+				if e.Term() != nil {
+					return e
+				}
+			}
+			t.Fatal("no leader")
+			return nil
+		}
+		time.Sleep(35 * time.Second) // mid-slot 3
+		if err := leader().StepDown(context.Background(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10*time.Second + 500*time.Millisecond) // 1s into slot 4's run
+		if err := leader().Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(40 * time.Second)
+		for _, c := range clients {
+			closeClient(t, c)
+		}
+		log.check(t)
+
+		runs := log.snapshot()
+		slots := map[int64]int{}
+		for _, r := range runs {
+			slots[slotOf(r.start, rate)]++
+		}
+		first, last := slotOf(runs[0].start, rate), slotOf(runs[len(runs)-1].start, rate)
+		for s := first; s <= last; s++ {
+			if slots[s] != 1 {
+				t.Errorf("slot %d ran %d times, want once", s, slots[s])
+			}
+		}
+		nodes := map[int]bool{}
+		for i, r := range runs {
+			nodes[r.node] = true
+			interrupted := i > 0 && runs[i-1].end.Sub(runs[i-1].start) < 2*time.Second
+			if off := r.start.Sub(time.UnixMilli(slotOf(r.start, rate) * rate.Milliseconds())); off != 0 && !interrupted {
+				t.Errorf("run %d started %v into its slot, want at the slot's start", i, off)
+			}
+		}
+		if len(nodes) != 3 || last-first < 8 {
+			t.Errorf("runs on %d nodes over %d slots; the test exercised too little", len(nodes), last-first+1)
+		}
+	})
+}
+
+// §13: a slot recorded complete is never started again by a later term; a
+// run that failed (or was interrupted) before it was recorded runs again on
+// the next leader within the same slot.
+func TestScheduleSlotRecordedAcrossFailOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		const rate = time.Minute
+		var log runLog
+		var ev events
+		fail := true
+		var mu sync.Mutex
+		// The first run fails and steps down from inside; the next leader
+		// reruns the slot, succeeds and steps down too; the third node must
+		// then wait for the next slot.
+		var elections []*runtime.Election
+		hook := func(ctx context.Context, term *runtime.Term, r *run) error {
+			mu.Lock()
+			f := fail
+			fail = false
+			els := slices.Clone(elections)
+			mu.Unlock()
+			for _, e := range els {
+				if e.Name() == term.Name() && e.Term() == term {
+					if err := e.StepDown(ctx, time.Hour); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			if f {
+				return errors.New("flaky downstream")
+			}
+			return nil
+		}
+		var clients []*runtime.Client
+		for i := range 3 {
+			c := newClient(t, store, runtime.WithObserver(&ev))
+			clients = append(clients, c)
+			mu.Lock() // the hook may run before StartSchedule returns
+			e, err := c.StartSchedule("report", runtime.Schedule{Rate: rate}, log.fn(i, 0, hook))
+			if err != nil {
+				t.Fatal(err)
+			}
+			elections = append(elections, e)
+			mu.Unlock()
+		}
+		time.Sleep(rate - time.Second)
+		runs := log.snapshot()
+		if len(runs) != 2 || runs[0].node == runs[1].node || slotOf(runs[0].start, rate) != slotOf(runs[1].start, rate) {
+			t.Fatalf("runs in the first slot: %+v; want the failed run, then one rerun on another node", runs)
+		}
+		if errs := ev.of(runtime.EventRunFailed); len(errs) != 1 || errs[0].Err.Error() != "flaky downstream" {
+			t.Fatalf("run failures reported: %+v", errs)
+		}
+		time.Sleep(2 * time.Second)
+		runs = log.snapshot()
+		if len(runs) != 3 || slotOf(runs[2].start, rate) != slotOf(runs[0].start, rate)+1 {
+			t.Fatalf("third node's first run: %+v; want it in the next slot", runs[2:])
+		}
+		for _, c := range clients {
+			closeClient(t, c)
+		}
+		log.check(t)
+	})
+}
+
+// §13: fixed delay waits Delay after each run ends, also across a fail-over
+// (the completion time is recorded in the lease's value).
+func TestScheduleFixedDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		const delay, work = 5 * time.Second, 2 * time.Second
+		var log runLog
+		a, b := newClient(t, store), newClient(t, store)
+		ea, err := a.StartSchedule("report", runtime.Schedule{Delay: delay}, log.fn(0, work, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if _, err := b.StartSchedule("report", runtime.Schedule{Delay: delay}, log.fn(1, work, nil)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Second)
+		if err := ea.Stop(context.Background()); err != nil { // between runs
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Second)
+		closeClient(t, a)
+		closeClient(t, b)
+		log.check(t)
+		runs := log.snapshot()
+		handover := false
+		for i := 1; i < len(runs); i++ {
+			gap := runs[i].start.Sub(runs[i-1].end)
+			if runs[i].node != runs[i-1].node {
+				handover = true
+			}
+			if gap != delay {
+				t.Errorf("run %d (node %d) started %v after run %d ended, want %v", i, runs[i].node, gap, i-1, delay)
+			}
+		}
+		if !handover {
+			t.Error("no hand-off happened")
+		}
+	})
+}
+
+// E1, §13: EnsureValid(step) keeps a run from starting when the term would
+// end within step; such a run waits for the next renewal within its slot.
+func TestScheduleStepBlocksRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		l := newLink(store)
+		c := newClient(t, l)
+		const step = 1500 * time.Millisecond
+		var log runLog
+		if _, err := c.StartSchedule("report", runtime.Schedule{Rate: 250 * time.Millisecond, Step: step}, log.fn(0, 0, nil)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		before := len(log.snapshot())
+		l.Cut() // renewals stop; the validity left shrinks
+		time.Sleep(5 * time.Second)
+		l.Heal()
+		time.Sleep(5 * time.Second)
+		closeClient(t, c)
+		log.check(t)
+		runs := log.snapshot()
+		for _, r := range runs {
+			if r.remaining <= step {
+				t.Errorf("a run started at %v with %v of validity left, want more than the step %v", r.start, r.remaining, step)
+			}
+		}
+		if before < 30 || len(runs) <= before {
+			t.Errorf("%d runs before the cut, %d in all: the schedule did not run normally", before, len(runs))
+		}
+	})
+}
+
+// H1, H2: stopping a schedule cancels the run in progress and waits for it.
+func TestScheduleStopWaitsForRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		c := newClient(t, store)
+		started := make(chan struct{})
+		var cause error
+		e, err := c.StartSchedule("report", runtime.Schedule{Rate: time.Minute}, func(ctx context.Context, _ *runtime.Term) error {
+			close(started)
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			time.Sleep(500 * time.Millisecond) // cleaning up
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		begin := time.Now()
+		if err := e.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(begin); d != 500*time.Millisecond {
+			t.Errorf("Stop returned after %v, want after the run's 500ms clean-up", d)
+		}
+		if !errors.Is(cause, runtime.Stopped) {
+			t.Errorf("run's context cause = %v, want stopped", cause)
+		}
+		closeClient(t, c)
+	})
+}
+
+// Snapshot shows a schedule's next run and last result (§13).
+func TestScheduleSnapshot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		c := newClient(t, store)
+		calls := 0
+		if _, err := c.StartSchedule("report", runtime.Schedule{Rate: time.Minute, Initial: 90 * time.Second},
+			func(context.Context, *runtime.Term) error {
+				calls++
+				if calls == 1 {
+					panic("first run panics")
+				}
+				return nil
+			}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		st := c.Snapshot().Leases[0].Schedule
+		if st == nil || st.Runs != 0 || st.Next.Sub(time.Now()) != 90*time.Second {
+			t.Fatalf("before the first run: %+v; want the next run after the initial delay", st)
+		}
+		time.Sleep(90 * time.Second) // initial delay: mid-slot, runs at once
+		synctest.Wait()
+		st = c.Snapshot().Leases[0].Schedule
+		var pe *runtime.PanicError
+		if st.Runs != 1 || !errors.As(st.LastErr, &pe) || !strings.Contains(string(pe.Stack), "schedule_test.go") {
+			t.Fatalf("after a panicking run: %+v", st)
+		}
+		if want := time.Unix(0, 0).Add(time.Duration(slotOf(time.Now(), time.Minute)+1) * time.Minute); !st.Next.Equal(want) {
+			t.Fatalf("next run %v, want the next slot's start %v", st.Next, want)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if st = c.Snapshot().Leases[0].Schedule; st.Runs != 2 || st.LastErr != nil {
+			t.Fatalf("the schedule did not go on after a panic: %+v", st)
+		}
+		closeClient(t, c)
+	})
+}
+
+// noClock is a backend without a store clock.
+type noClock struct{ backends.Backend }
+
+// Bad input to schedules and groups: clear errors naming what is wrong.
+func TestScheduleAndGroupBadInput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newClient(t, memory.New())
+		defer closeClient(t, c)
+		ok := func(context.Context, *runtime.Term) error { return nil }
+		part := func(context.Context, *runtime.Term, int) error { return nil }
+		limit := time.Duration(float64(cfg.LeaseDuration)*(1-cfg.Drift)) - cfg.Margin - cfg.RenewInterval
+		for _, tc := range []struct {
+			s    runtime.Schedule
+			want string
+		}{
+			{runtime.Schedule{}, "Schedule.Rate = 0; want > 0, or Schedule.Delay > 0"},
+			{runtime.Schedule{Rate: -time.Second}, "Schedule.Rate = -1s"},
+			{runtime.Schedule{Delay: -time.Second}, "Schedule.Delay = -1s"},
+			{runtime.Schedule{Rate: time.Second, Delay: time.Second}, "exactly one of Rate and Delay"},
+			{runtime.Schedule{Rate: time.Second, Initial: -time.Second}, "Schedule.Initial = -1s"},
+			{runtime.Schedule{Rate: time.Second, Step: -time.Second}, "Schedule.Step = -1s"},
+			{runtime.Schedule{Rate: time.Second, Step: limit}, "a longer step could never start"},
+		} {
+			_, err := c.StartSchedule("report", tc.s, ok)
+			if !errors.Is(err, runtime.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `"report"`) {
+				t.Errorf("StartSchedule(%+v) = %v, want an error containing %q", tc.s, err, tc.want)
+			}
+		}
+		if _, err := c.StartSchedule("report", runtime.Schedule{Rate: time.Second, Step: limit - time.Millisecond}, ok); err != nil {
+			t.Errorf("a step just under the limit was rejected: %v", err)
+		}
+		if _, err := c.StartSchedule("a/b", runtime.Schedule{Rate: time.Second}, ok); !errors.Is(err, runtime.ErrInvalidName) {
+			t.Errorf("invalid name: %v", err)
+		}
+		if _, err := c.StartSchedule("x", runtime.Schedule{Rate: time.Second}, nil); err == nil {
+			t.Error("nil function accepted")
+		}
+		nc := newClient(t, noClock{memory.New()})
+		defer closeClient(t, nc)
+		if _, err := nc.StartSchedule("x", runtime.Schedule{Rate: time.Second}, ok); err == nil || !strings.Contains(err.Error(), "no store clock") {
+			t.Errorf("schedule on a backend without a store clock: %v", err)
+		}
+		if _, err := nc.StartGroup("g", 4, runtime.Schedule{Rate: time.Second}, part); err == nil || !strings.Contains(err.Error(), "no store clock") {
+			t.Errorf("scheduled group on a backend without a store clock: %v", err)
+		}
+		if _, err := nc.StartGroup("g", 4, runtime.Schedule{}, part); err != nil {
+			t.Errorf("a once-per-term group needs no store clock: %v", err)
+		}
+
+		for _, tc := range []struct {
+			name string
+			n    int
+			want string
+		}{
+			{"billing", 0, "0 partitions; want 1 to 65536"},
+			{"billing", -3, "-3 partitions"},
+			{"billing", 65537, "65537 partitions"},
+			{"bill/ing", 4, "invalid"},
+			{strings.Repeat("b", 126), 100, "too long for 100 partitions"},
+		} {
+			if _, err := c.StartGroup(tc.name, tc.n, runtime.Schedule{}, part); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("StartGroup(%q, %d) = %v, want an error containing %q", tc.name, tc.n, err, tc.want)
+			}
+		}
+		if _, err := c.StartGroup("billing", 4, runtime.Schedule{Delay: -1}, part); !errors.Is(err, runtime.ErrInvalidConfig) {
+			t.Errorf("group with a negative delay: %v", err)
+		}
+		if _, err := c.StartGroup("billing", 4, runtime.Schedule{}, nil); err == nil {
+			t.Error("nil partition function accepted")
+		}
+		// L8: a group reserves its partition leases.
+		if _, err := c.StartGroup("billing", 4, runtime.Schedule{}, part); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"billing.0", "billing.3"} {
+			if _, err := c.StartElection(name, nil); !errors.Is(err, runtime.ErrNameInUse) {
+				t.Errorf("StartElection(%q) inside a group = %v, want ErrNameInUse", name, err)
+			}
+		}
+		if _, err := c.StartElection("billing.4", nil); err != nil {
+			t.Errorf("billing.4 is not a partition of a 4-partition group: %v", err)
+		}
+		if _, err := c.StartGroup("billing", 4, runtime.Schedule{}, part); !errors.Is(err, runtime.ErrNameInUse) {
+			t.Errorf("second StartGroup = %v, want ErrNameInUse", err)
+		}
+		if _, err := c.StartGroup("billing", 8, runtime.Schedule{}, part); !errors.Is(err, runtime.ErrNameInUse) {
+			t.Errorf("StartGroup reserving billing.4 = %v, want ErrNameInUse", err)
+		}
+	})
+}
+
+// §13: partitions can run on a schedule; each partition's slots are
+// recorded in its own lease, so a rebalance never reruns a slot.
+func TestGroupScheduledPartitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		const n, rate = 4, 10 * time.Second
+		var log runLog
+		fn := func(node int) runtime.PartitionFunc {
+			run := log.fn(node, time.Second, nil)
+			return func(ctx context.Context, t *runtime.Term, _ int) error { return run(ctx, t) }
+		}
+		a := newClient(t, store)
+		if _, err := a.StartGroup("billing", n, runtime.Schedule{Rate: rate}, fn(0)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(25 * time.Second)
+		b := newClient(t, store)
+		if _, err := b.StartGroup("billing", n, runtime.Schedule{Rate: rate}, fn(1)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(40 * time.Second)
+		closeClient(t, a)
+		closeClient(t, b)
+		log.check(t)
+		perSlot := map[string]map[int64]int{}
+		nodes := map[string]map[int]bool{}
+		for _, r := range log.snapshot() {
+			if perSlot[r.key] == nil {
+				perSlot[r.key], nodes[r.key] = map[int64]int{}, map[int]bool{}
+			}
+			perSlot[r.key][slotOf(r.start, rate)]++
+			nodes[r.key][r.node] = true
+		}
+		moved := 0
+		for key, slots := range perSlot {
+			keys := slices.Collect(func(yield func(int64) bool) {
+				for s := range slots {
+					if !yield(s) {
+						return
+					}
+				}
+			})
+			slices.Sort(keys)
+			for s := keys[0]; s <= keys[len(keys)-1]; s++ {
+				if slots[s] != 1 {
+					t.Errorf("%s: slot %d ran %d times, want once", key, s, slots[s])
+				}
+			}
+			if len(nodes[key]) == 2 {
+				moved++
+			}
+		}
+		if len(perSlot) != n || moved != n/2 {
+			t.Errorf("%d partitions ran, %d moved between members; want %d and %d", len(perSlot), moved, n, n/2)
+		}
+	})
+}
