@@ -1,0 +1,23 @@
+package runtime
+
+import "context"
+
+// SupportPackageIsVersion1 is referenced by code that simbagen generates, so
+// that generated code fails to compile, right where it is, against a runtime
+// too old for it (the convention of grpc-gateway's runtime).
+const SupportPackageIsVersion1 = true
+
+// Registration is something started on a client that can be stopped with
+// the hand-off order: an [Election] (also a schedule) or a [Group].
+// Generated Register functions return it.
+type Registration interface {
+	// Name returns the lease or group name.
+	Name() string
+	// Stop hands over what it holds and ends it; ctx bounds only the wait.
+	Stop(ctx context.Context) error
+}
+
+var (
+	_ Registration = (*Election)(nil)
+	_ Registration = (*Group)(nil)
+)
