@@ -35,6 +35,9 @@ var (
 	// error is a *NameError.
 	ErrInvalidName = errors.New("simba: invalid name")
 
+	// ErrInvalidGroup reports a partition count out of range.
+	ErrInvalidGroup = errors.New("simba: invalid group")
+
 	// ErrClosed reports a call on a Backend that was closed.
 	ErrClosed = errors.New("simba: backend closed")
 )

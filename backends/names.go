@@ -21,7 +21,7 @@ type NameError struct {
 }
 
 func (e *NameError) Error() string {
-	return fmt.Sprintf("simba: invalid lease name %q: %s", e.Name, e.Reason)
+	return fmt.Sprintf("simba: invalid name %q: %s", e.Name, e.Reason)
 }
 
 // Is reports whether target is [ErrInvalidName].
@@ -86,7 +86,7 @@ func SplitPartition(name string) (group string, i int, ok bool) {
 // name (SPEC §13).
 func ValidateGroup(group string, partitions int) error {
 	if partitions < 1 || partitions > MaxPartitions {
-		return fmt.Errorf("simba: group %q: %d partitions; want 1 to %d", group, partitions, MaxPartitions)
+		return fmt.Errorf("%w: group %q: %d partitions; want 1 to %d", ErrInvalidGroup, group, partitions, MaxPartitions)
 	}
 	if err := ValidateName(group); err != nil {
 		return err

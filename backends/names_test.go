@@ -81,12 +81,15 @@ func TestValidateGroup(t *testing.T) {
 		{"billing", 0, "0 partitions; want 1 to 65536"},
 		{"billing", -1, "-1 partitions"},
 		{"billing", 65537, "65537 partitions"},
-		{"bad/name", 4, "invalid lease name"},
+		{"bad/name", 4, "invalid name"},
 		{strings.Repeat("g", 123), 65536, "too long for 65536 partitions"},
 	} {
 		err := backends.ValidateGroup(tc.group, tc.partitions)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ValidateGroup(%q, %d) = %v, want an error containing %q", tc.group, tc.partitions, err, tc.want)
+		}
+		if !errors.Is(err, backends.ErrInvalidGroup) && !errors.Is(err, backends.ErrInvalidName) {
+			t.Errorf("ValidateGroup(%q, %d) = %v, want it to match ErrInvalidGroup or ErrInvalidName", tc.group, tc.partitions, err)
 		}
 	}
 }

@@ -20,7 +20,8 @@ type Notifier interface {
 	// watch that the store cannot set up yet may start late.
 	//
 	// The returned function stops the watch; after it returns, fn is not
-	// called again. It may be called more than once.
+	// called again. It may be called more than once, but not from fn (it
+	// waits for a call of fn in progress).
 	Watch(name string, fn func()) (stop func())
 }
 
