@@ -143,8 +143,8 @@ type Digest struct {
 
 // Held is one lease a session holds, as listed by [Session.Owned].
 type Held struct {
-	Name  string
-	Token Token
+	Name  string // the lease name
+	Token Token  // the token of the session's term
 }
 
 // Grant is the reply to a successful [Session.Acquire].

@@ -20,6 +20,7 @@ type NameError struct {
 	Reason string // what is wrong with it
 }
 
+// Error implements error.
 func (e *NameError) Error() string {
 	return fmt.Sprintf("simba: invalid name %q: %s", e.Name, e.Reason)
 }

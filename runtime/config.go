@@ -67,6 +67,7 @@ type ConfigError struct {
 	Want  string // the allowed range
 }
 
+// Error implements error.
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("simba: invalid config: %s = %s; want %s", e.Field, e.Value, e.Want)
 }

@@ -46,6 +46,7 @@ type TermExpiredError struct {
 	Reason    Reason        // why the term ended, or NotEnded
 }
 
+// Error implements error.
 func (e *TermExpiredError) Error() string {
 	if e.Reason != NotEnded {
 		return fmt.Sprintf("simba: term %s#%d expired: %v", e.Name, e.Token, e.Reason)
@@ -63,6 +64,7 @@ type PanicError struct {
 	Stack []byte // the goroutine's stack at the panic
 }
 
+// Error implements error.
 func (e *PanicError) Error() string { return fmt.Sprintf("simba: panic: %v", e.Value) }
 
 // Unwrap returns the panic value if it is an error.
