@@ -45,6 +45,7 @@ const (
 	Blackhole
 )
 
+// String returns the mode in words.
 func (r Reachability) String() string {
 	switch r {
 	case Reachable:
