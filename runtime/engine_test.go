@@ -887,3 +887,63 @@ func TestCloseDoesNotWaitForTimers(t *testing.T) {
 		}
 	})
 }
+
+// L2: an election's callbacks run one at a time, in order, with no internal
+// lock held: a slow callback that calls back into the client does not block
+// the engine, and the next callback waits for it.
+func TestCallbacksSerialAndUnlocked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		c := newClient(t, store)
+		var mu sync.Mutex
+		var calls []string
+		inside := 0
+		record := func(what string, term *runtime.Term) {
+			mu.Lock()
+			inside++
+			if inside > 1 {
+				t.Errorf("L2: %s of %v overlaps another callback", what, term)
+			}
+			calls = append(calls, what)
+			mu.Unlock()
+			_ = c.Snapshot()           // no internal lock is held
+			time.Sleep(time.Second / 4) // a slow callback
+			mu.Lock()
+			inside--
+			mu.Unlock()
+		}
+		e, err := c.StartElection("report", runtime.ListenerFuncs{
+			OnElected: func(_ context.Context, t *runtime.Term) { record("elected", t) },
+			OnRevoked: func(_ context.Context, t *runtime.Term, _ runtime.Reason) { record("revoked", t) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 4 {
+			synctest.Wait()
+			// Step down while the elected callback may still run; the engine
+			// does not wait for it, and Renewals go on meanwhile.
+			if err := e.StepDown(context.Background(), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		closeClient(t, c)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) < 8 {
+			t.Fatalf("only %d callbacks: %v", len(calls), calls)
+		}
+		for i, call := range calls {
+			want := "elected"
+			if i%2 == 1 {
+				want = "revoked"
+			}
+			if call != want {
+				t.Fatalf("L1, L2: callbacks out of order: %v", calls)
+			}
+		}
+	})
+}
