@@ -906,7 +906,7 @@ func TestCallbacksSerialAndUnlocked(t *testing.T) {
 			}
 			calls = append(calls, what)
 			mu.Unlock()
-			_ = c.Snapshot()           // no internal lock is held
+			_ = c.Snapshot()            // no internal lock is held
 			time.Sleep(time.Second / 4) // a slow callback
 			mu.Lock()
 			inside--
