@@ -65,6 +65,29 @@
 // request and return nil (L5). A panic in user code is recovered and reported
 // (L7). A name can be started once per client ([ErrNameInUse], L8).
 //
+// # Schedules
+//
+// [Client.StartSchedule] runs work while this node leads a lease, at a fixed
+// rate or with a fixed delay between runs, after an initial delay counted
+// from each election, with EnsureValid(step) before every run. Fixed-rate
+// runs are numbered by slot on the store's clock, never a node's; the last
+// slot that succeeded is written beside the lease with the term's token, so
+// a node elected mid-period never reruns a slot recorded complete, whatever
+// the clock skew between nodes. A run interrupted by a fail-over before it
+// was recorded runs again: make runs idempotent or fence them. See
+// [Schedule].
+//
+// # Partition groups
+//
+// [Client.StartGroup] shares N partitions (leases "name.0" … "name.N-1")
+// among the members of a group, which join through their sessions. Every
+// member holds ⌊N/M⌋ or ⌈N/M⌉ partitions; when members come and go, the
+// fewest partitions move, each through the hand-off order, so no partition
+// ever has two holders. Each partition's task gets the partition's own term
+// and token. In steady state a member makes one call per renewal interval,
+// its keep-alive; the group is re-read only when the keep-alive says it
+// changed or a partition is released.
+//
 // # Timing
 //
 // [Config] holds the timing knobs; the zero Config means [DefaultConfig] (a
