@@ -35,47 +35,6 @@ func fair(n int, members, plan []backends.SessionID) error {
 	return nil
 }
 
-// minMoves is the fewest partitions that must change hands to reach a fair
-// state from holders, computed independently of assign: members must shed
-// their surplus over a quota, and the ⌈n/m⌉ quotas best go to the largest
-// holders; partitions held by nobody in the group must move anyway.
-func minMoves(n int, members, holders []backends.SessionID) int {
-	count := map[backends.SessionID]int{}
-	isMember := map[backends.SessionID]bool{}
-	for _, m := range members {
-		isMember[m] = true
-	}
-	orphans := 0
-	for _, h := range holders {
-		if isMember[h] {
-			count[h]++
-		} else {
-			orphans++
-		}
-	}
-	var counts []int
-	for _, m := range members {
-		counts = append(counts, count[m])
-	}
-	// Sort descending; the first n%m get the higher quota.
-	for i := range counts {
-		for j := i + 1; j < len(counts); j++ {
-			if counts[j] > counts[i] {
-				counts[i], counts[j] = counts[j], counts[i]
-			}
-		}
-	}
-	surplus := 0
-	for rank, c := range counts {
-		q := n / len(members)
-		if rank < n%len(members) {
-			q++
-		}
-		surplus += max(0, c-q)
-	}
-	return surplus + orphans
-}
-
 // §13: from any state, assign reaches a fair state with the minimum number
 // of moves; a fair state needs none (sticky); the plan does not depend on
 // the order members are listed in.

@@ -356,6 +356,21 @@ func wait(ctx context.Context, w chan waitResult) (waitResult, error) {
 	}
 }
 
+// await applies an input that completes a waiter, and waits for it or for
+// ctx. Called with a context the engine gave a callback or task, it applies
+// the input without a waiter and returns nil at once: waiting there could
+// wait for the caller itself (SPEC L5).
+func (c *Client) await(ctx context.Context, input func(now mono, w waiter)) error {
+	if c.inside(ctx) {
+		c.apply(func(now mono) { input(now, nil) })
+		return nil
+	}
+	w := make(chan waitResult, 1)
+	c.apply(func(now mono) { input(now, w) })
+	_, err := wait(ctx, w)
+	return err
+}
+
 // insideKey marks the contexts the engine passes to callbacks and tasks, so
 // that a Stop, StepDown or Close called with them does not wait for itself
 // (SPEC L5).
@@ -376,14 +391,11 @@ func (c *Client) inside(ctx context.Context) bool {
 // A task that ignores its cancellation is waited for only until its term's
 // validity runs out (H2); after that it is the caller's.
 func (c *Client) Close(ctx context.Context) error {
-	if c.inside(ctx) {
-		c.apply(func(now mono) { c.m.close(now, nil) })
-		return nil
-	}
-	w := make(chan waitResult, 1)
-	c.apply(func(now mono) { c.m.close(now, w) })
-	if _, err := wait(ctx, w); err != nil {
+	if err := c.await(ctx, c.m.close); err != nil {
 		return fmt.Errorf("simba: close: %w", err)
+	}
+	if c.inside(ctx) {
+		return nil // closing goes on; waiting for our goroutines would wait for the caller
 	}
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()

@@ -149,14 +149,7 @@ func (e *Election) StepDown(ctx context.Context, cooldown time.Duration) error {
 }
 
 func (c *Client) stop(ctx context.Context, ct *contender, stepDown bool, cooldown time.Duration) error {
-	if c.inside(ctx) {
-		c.apply(func(now mono) { c.m.stopInput(now, ct, stepDown, cooldown, nil) })
-		return nil
-	}
-	w := make(chan waitResult, 1)
-	c.apply(func(now mono) { c.m.stopInput(now, ct, stepDown, cooldown, w) })
-	_, err := wait(ctx, w)
-	return err
+	return c.await(ctx, func(now mono, w waiter) { c.m.stopInput(now, ct, stepDown, cooldown, w) })
 }
 
 // RunWhileLeader runs fn each time this node is elected for name, with the

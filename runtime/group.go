@@ -414,12 +414,5 @@ func (g *Group) StepDown(ctx context.Context, cooldown time.Duration) error {
 }
 
 func (c *Client) stopGroup(ctx context.Context, g *groupState, stepDown bool, cooldown time.Duration) error {
-	if c.inside(ctx) {
-		c.apply(func(now mono) { c.m.stopGroupInput(now, g, stepDown, cooldown, nil) })
-		return nil
-	}
-	w := make(chan waitResult, 1)
-	c.apply(func(now mono) { c.m.stopGroupInput(now, g, stepDown, cooldown, w) })
-	_, err := wait(ctx, w)
-	return err
+	return c.await(ctx, func(now mono, w waiter) { c.m.stopGroupInput(now, g, stepDown, cooldown, w) })
 }

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/memory"
 	"github.com/simba-go/simba/runtime"
 )
@@ -157,39 +158,12 @@ func (r *groupRig) gains() int {
 	return n
 }
 
-// minMoves is the fewest partitions that must change hands to make holders
-// fair over members: each member sheds its surplus over its quota (the
-// larger quotas going to the larger holders), and partitions held by nobody
-// in the group move anyway.
-func minMoves(n int, members []string, holders []string) int {
-	count := map[string]int{}
-	in := map[string]bool{}
-	for _, m := range members {
-		in[m] = true
+func sessionIDs(ss []string) []backends.SessionID {
+	out := make([]backends.SessionID, len(ss))
+	for i, s := range ss {
+		out[i] = backends.SessionID(s)
 	}
-	orphans := 0
-	for _, h := range holders {
-		if in[h] {
-			count[h]++
-		} else {
-			orphans++
-		}
-	}
-	var counts []int
-	for _, m := range members {
-		counts = append(counts, count[m])
-	}
-	slices.Sort(counts)
-	slices.Reverse(counts)
-	surplus := 0
-	for rank, c := range counts {
-		quota := n / len(members)
-		if rank < n%len(members) {
-			quota++
-		}
-		surplus += max(0, c-quota)
-	}
-	return surplus + orphans
+	return out
 }
 
 // change applies a membership change and checks SPEC §13: the assignment
@@ -204,7 +178,7 @@ func (r *groupRig) change(what string, bound time.Duration, apply func(), gone .
 		gains -= len(r.members[id].events.of(runtime.EventPartitionGained))
 		delete(r.members, id)
 	}
-	want := minMoves(r.n, r.ids(), before)
+	want := runtime.MinMoves(r.n, sessionIDs(r.ids()), sessionIDs(before))
 	start := time.Now()
 	for synctest.Wait(); !r.fair(); synctest.Wait() {
 		if time.Since(start) > bound {
