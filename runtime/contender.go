@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -375,9 +376,10 @@ func (m *machine) remove(c *contender) {
 	}
 }
 
-// compact drops removed contenders from the ordered list; it runs between
-// inputs, never while the list is being walked.
+// compact drops removed contenders and groups from the ordered lists; it
+// runs at the end of an input, never while a list is being walked.
 func (m *machine) compact() {
+	m.groupList = slices.DeleteFunc(m.groupList, func(g *groupState) bool { return g.removed })
 	if m.removed == 0 || 2*m.removed < len(m.contenders) {
 		return
 	}

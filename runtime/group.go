@@ -275,9 +275,8 @@ func (m *machine) groupProgress(g *groupState) {
 		m.wakeGroup(g)
 		return
 	}
-	g.removed = true
+	g.removed = true // compact drops it from groupList
 	delete(m.groups, g.name)
-	m.groupList = slices.DeleteFunc(m.groupList, func(x *groupState) bool { return x == g })
 }
 
 // PartitionFunc is the work of one partition of a group: it gets the

@@ -85,6 +85,9 @@ func (m *machine) snapshot(now mono) Snapshot {
 		snap.RenewPeriod = s.period
 	}
 	for _, g := range m.groupList {
+		if g.removed {
+			continue
+		}
 		gs := GroupStatus{Name: g.name, Partitions: g.n, Held: heldPartitions(g), Joined: g.joined, LastError: g.lastErr}
 		if g.viewed {
 			gs.Members = len(g.view.Members)
