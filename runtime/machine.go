@@ -225,9 +225,14 @@ func (m *machine) maybeOpen() {
 
 // settle finishes an input: it moves a pending close forward.
 func (m *machine) settle() {
-	for _, g := range m.groupList {
-		if g.op != nil {
+	// groupProgress removes a group whose stop completed from groupList,
+	// moving the groups after it down: index the list afresh each time.
+	for i := 0; i < len(m.groupList); i++ {
+		if g := m.groupList[i]; g.op != nil {
 			m.groupProgress(g)
+			if i < len(m.groupList) && m.groupList[i] != g {
+				i-- // g was removed; the next group is now at i
+			}
 		}
 	}
 	if m.closing != nil {
