@@ -174,7 +174,7 @@ func (c *checker) signature(t *Task, name string, namePos token.Position, sig *t
 	}
 	hint := ""
 	switch {
-	case !typed && params.Len() == n+1 && c.paramsOK(t, params, n):
+	case !typed && !sig.Variadic() && params.Len() == n+1 && c.paramsOK(t, params, n):
 		hint = "; to run it once per item, add items=SOURCE naming the function that yields them (SPEC G2)"
 	case typed && params.Len() == n-1 && c.paramsOK(t, params, n-1):
 		hint = fmt.Sprintf("; with items=%s it takes one item as its last parameter (SPEC G2)", d.Items)

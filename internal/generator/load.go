@@ -119,8 +119,14 @@ func Load(cfg Config, patterns ...string) ([]*Package, error) {
 			switch {
 			case e.Kind == packages.TypeError:
 				continue // in typeErrors, with exact positions
-			case e.Kind == packages.ListError && p.Previous != nil && listErrorFromOutput(e):
+			case e.Kind == packages.ListError && compilerOutput(e):
+				// go list -export compiled the package as it is on disk,
+				// generated file and all, and failed; the type checker
+				// reports the package's own errors from source, with
+				// exact positions.
 				continue
+			case e.Kind == packages.ListError && p.Previous != nil && strings.Contains(e.Msg, OutputName):
+				continue // about the previous output, e.g. its old package clause
 			}
 			p.loadErrors = append(p.loadErrors, Diagnostic{Pos: parsePos(e.Pos, p.Dir), Msg: e.Msg})
 		}
@@ -129,15 +135,9 @@ func Load(cfg Config, patterns ...string) ([]*Package, error) {
 	return out, nil
 }
 
-// listErrorFromOutput reports whether a go list error comes from the
-// previous output: the compiler's report on the package as a whole ("# path"
-// and the compiler's messages; go list -export compiles the package with
-// the file as it is on disk), or a package clause that no longer matches.
-// The package itself is type-checked from source without that file, so its
-// real errors are reported from there.
-func listErrorFromOutput(e packages.Error) bool {
-	return strings.HasPrefix(e.Msg, "# ") || strings.Contains(e.Msg, OutputName)
-}
+// compilerOutput reports whether a go list error is the compiler's report
+// on a package ("# path" and its messages).
+func compilerOutput(e packages.Error) bool { return strings.HasPrefix(e.Msg, "# ") }
 
 // parsePos parses the "file:line:col" of a go/packages error.
 func parsePos(s, dir string) token.Position {
