@@ -14,7 +14,7 @@ import (
 // Package-level names the generated code must not hide.
 var (
 	c, ctx, t, item, err, run, step, regs, register = 1, 2, 3, 4, 5, 6, 7, 8, 9
-	context2                                      = "taken as well"
+	context2                                        = "taken as well"
 )
 
 // time is a package-level name: simba_gen.go imports package time as time2.
