@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 func TestDiagnosticsSortAndFormat(t *testing.T) {
