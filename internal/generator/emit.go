@@ -62,13 +62,23 @@ func newEmitter(m *Model) *emitter {
 		local: make(map[string]string),
 		recv:  make(map[*Receiver]string),
 	}
-	scope := m.Pkg.Scope()
-	for _, name := range scope.Names() {
-		e.taken[name] = true
+	// The package-level names the generated code refers to: the
+	// annotated functions and sources that are functions, the Register
+	// functions (called from RegisterAll). Other package-level names may
+	// be shadowed by a local: the code never refers to them.
+	for _, t := range m.Tasks {
+		e.taken[t.Register] = true
+		if t.Recv == nil {
+			e.taken[t.Func.Name()] = true
+		}
+		if t.Source != nil && !t.SourceIsMethod {
+			e.taken[t.Source.Name()] = true
+		}
 	}
 	for _, name := range types.Universe.Names() {
 		e.taken[name] = true
 	}
+	scope := m.Pkg.Scope()
 	// Imports: the runtime under its fixed alias, and every other package
 	// under its own name unless the package declares that name, then under
 	// the name and a number.
@@ -76,14 +86,14 @@ func newEmitter(m *Model) *emitter {
 	e.taken[RuntimeAlias] = true
 	for _, pkg := range e.imports() {
 		name := pkg.Name()
-		if !e.taken[name] {
+		if !e.taken[name] && scope.Lookup(name) == nil {
 			e.f.ImportName(pkg.Path(), name)
 			e.taken[name] = true
 			continue
 		}
 		for i := 2; ; i++ {
 			alias := name + strconv.Itoa(i)
-			if !e.taken[alias] {
+			if !e.taken[alias] && scope.Lookup(alias) == nil {
 				e.f.ImportAlias(pkg.Path(), alias)
 				e.taken[alias] = true
 				break
@@ -91,7 +101,8 @@ func newEmitter(m *Model) *emitter {
 		}
 	}
 	// Locals, and the receivers' parameters, avoid every name above, so
-	// that none hides something the generated code refers to.
+	// that none hides something the generated code refers to, and each
+	// other.
 	for _, name := range []string{"c", "ctx", "t", "partition", "item", "items", "err", "e", "g", "r", "i", "run", "step", "regs", "register"} {
 		e.local[name] = e.fresh(name)
 	}

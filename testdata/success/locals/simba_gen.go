@@ -16,57 +16,73 @@ var _ = simbart.SupportPackageIsVersion1
 // Signature guards: a function whose signature changed since this file was
 // generated fails to compile here. Run go generate again.
 var (
-	_ func(*C, context.Context, *simbart.Term, int) error = (*C).Do
+	_ func(context.Context, *simbart.Term, int) error = run
+	_ func(*C, context.Context, *simbart.Term) error  = (*C).Do
 )
 
-// RegisterCDo starts (*C).Do on c2 under the lease "locals.do": while c2 holds
-// the lease, it runs Do on each item that items yields, every 1s. A run starts
+// RegisterRun starts run on c under the lease "locals.run": while c holds the
+// lease, it runs run on each item that items yields, every 1s. A run starts
 // only if the term stays valid for more than 100ms. Before each item, it checks
 // again that the term stays valid for more than 100ms; an item's error or a
 // failed check ends the run. It does not block: stop the registration to hand
-// the work over. The directive on Do:
+// the work over. The directive on run:
 //
-//	//simba:scheduled lease=locals.do rate=1s step=100ms items=items
-func RegisterCDo(c2 *simbart.Client, c3 *C) (simbart.Registration, error) {
-	const step2 = 100 * time2.Millisecond
-	run2 := func(ctx2 context.Context, t2 *simbart.Term) error {
-		for item2, err2 := range c3.items(ctx2, t2) {
-			if err2 != nil {
-				return err2
+//	//simba:scheduled lease=locals.run rate=1s step=100ms items=items
+func RegisterRun(c *simbart.Client) (simbart.Registration, error) {
+	const step = 100 * time2.Millisecond
+	run2 := func(ctx context.Context, t *simbart.Term) error {
+		items2, err := items(ctx, t)
+		if err != nil {
+			return err
+		}
+		for _, item := range items2 {
+			if err := t.EnsureValid(step); err != nil {
+				return err
 			}
-			if err2 := t2.EnsureValid(step2); err2 != nil {
-				return err2
-			}
-			if err2 := c3.Do(ctx2, t2, item2); err2 != nil {
-				return err2
+			if err := run(ctx, t, item); err != nil {
+				return err
 			}
 		}
 		return nil
 	}
-	e, err2 := c2.StartSchedule("locals.do", simbart.Schedule{Rate: time2.Second, Step: step2}, run2)
-	if err2 != nil {
-		return nil, err2
+	e, err := c.StartSchedule("locals.run", simbart.Schedule{Rate: time2.Second, Step: step}, run2)
+	if err != nil {
+		return nil, err
 	}
 	return e, nil
 }
 
-// RegisterAll starts (*C).Do on c2, in source order, without blocking. If one
-// fails to start, it stops those it started and returns the error.
-func RegisterAll(c2 *simbart.Client, c3 *C) ([]simbart.Registration, error) {
-	var regs2 []simbart.Registration
-	for _, register2 := range []func() (simbart.Registration, error){
-		func() (simbart.Registration, error) { return RegisterCDo(c2, c3) },
+// RegisterCDo starts (*C).Do on c under the lease "locals.do": while c holds
+// the lease, it runs Do every 1s. It does not block: stop the registration to
+// hand the work over. The directive on Do:
+//
+//	//simba:scheduled lease=locals.do rate=1s
+func RegisterCDo(c *simbart.Client, c2 *C) (simbart.Registration, error) {
+	e, err := c.StartSchedule("locals.do", simbart.Schedule{Rate: time2.Second}, c2.Do)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// RegisterAll starts run and (*C).Do on c, in source order, without blocking.
+// If one fails to start, it stops those it started and returns the error.
+func RegisterAll(c *simbart.Client, c2 *C) ([]simbart.Registration, error) {
+	var regs []simbart.Registration
+	for _, register := range []func() (simbart.Registration, error){
+		func() (simbart.Registration, error) { return RegisterRun(c) },
+		func() (simbart.Registration, error) { return RegisterCDo(c, c2) },
 	} {
-		r, err2 := register2()
-		if err2 != nil {
+		r, err := register()
+		if err != nil {
 			// Stop what started, newest first: a failed RegisterAll
 			// leaves nothing running.
-			for i := len(regs2) - 1; i >= 0; i-- {
-				err2 = errors.Join(err2, regs2[i].Stop(context.Background()))
+			for i := len(regs) - 1; i >= 0; i-- {
+				err = errors.Join(err, regs[i].Stop(context.Background()))
 			}
-			return nil, err2
+			return nil, err
 		}
-		regs2 = append(regs2, r)
+		regs = append(regs, r)
 	}
-	return regs2, nil
+	return regs, nil
 }
