@@ -27,6 +27,9 @@ type Envelope[T any] struct {
 // Ledger writes batches and records each with the token it was written
 // with.
 type Ledger struct {
+	// OnWrite, if set, is called at the start of each Write, for tests.
+	OnWrite func(b Batch, t *runtime.Term)
+
 	mu      sync.Mutex
 	pending []Batch
 	written []Written
@@ -52,6 +55,9 @@ type Written struct {
 //
 //simba:scheduled lease=typed.ledger rate=20ms step=10ms items=PendingBatches
 func (l *Ledger) Write(ctx context.Context, t *runtime.Term, b Batch) error {
+	if l.OnWrite != nil {
+		l.OnWrite(b, t)
+	}
 	if b.Amount < 0 {
 		return errors.New("negative amount") // ends the run: later batches wait
 	}

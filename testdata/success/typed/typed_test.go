@@ -41,3 +41,45 @@ func TestTypedSteps(t *testing.T) {
 		}
 	}
 }
+
+// E1, G2: the wrapper checks the term before each item, with the step of
+// the directive (10ms): once the term has no more than that left, the next
+// item is not started and the run ends. Here the store becomes unreachable
+// while batch 1 is written, and Write returns only when the term has 10ms
+// or less to live; batch 2 must never be written.
+func TestEnsureValidBeforeEachItem(t *testing.T) {
+	store := memory.New()
+	c, err := runtime.NewClient(store, runtime.ConfigFor(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	l := NewLedger(Batch{ID: 1}, Batch{ID: 2})
+	ended := make(chan *runtime.Term, 1)
+	l.OnWrite = func(b Batch, term *runtime.Term) {
+		if b.ID != 1 {
+			return
+		}
+		store.Faults().SetReachability(memory.Refuse) // no more renewals
+		for term.Remaining() > 10*time.Millisecond {
+			time.Sleep(time.Millisecond)
+		}
+		ended <- term
+	}
+	reg, err := RegisterLedgerWrite(c, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Stop(context.Background())
+	var term *runtime.Term
+	select {
+	case term = <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("batch 1 was not written in 10s")
+	}
+	<-term.Done()
+	time.Sleep(100 * time.Millisecond)
+	if w := l.Written(); len(w) != 1 || w[0].Batch.ID != 1 {
+		t.Fatalf("written %v; want batch 1 only: the check before batch 2 fails", w)
+	}
+}
