@@ -34,6 +34,7 @@ func RegisterLedgerApply(c *simbart.Client, ledger *Ledger) (simbart.Registratio
 			if err != nil {
 				return err
 			}
+			// Start no item that the term may not outlive by the step.
 			if err := t.EnsureValid(step); err != nil {
 				return err
 			}

@@ -252,7 +252,12 @@ func (e *emitter) steps(g *jen.Group, t *Task, step jen.Code) {
 		args = append(args, e.id("partition"))
 	}
 	source := e.callee(t, t.Source.Name(), t.SourceIsMethod).Call(args...)
+	check := "Start no item that the term may not outlive by the step."
+	if t.Directive.Step == 0 {
+		check = "Start no item once the term has ended."
+	}
 	each := []jen.Code{
+		jen.Comment(check),
 		jen.If(e.id("err").Op(":=").Add(e.id("t")).Dot("EnsureValid").Call(step), e.id("err").Op("!=").Nil()).
 			Block(jen.Return(e.id("err"))),
 		jen.If(e.id("err").Op(":=").Add(e.callee(t, t.Func.Name(), t.Recv != nil)).Call(append(args, e.id("item"))...), e.id("err").Op("!=").Nil()).
@@ -373,7 +378,7 @@ func (e *emitter) doc(t *Task) string {
 		if d.Step != 0 {
 			fmt.Fprintf(&b, " Before each item, it checks again that the term stays valid for more than %s;", human(d.Step))
 		} else {
-			b.WriteString(" Before each item, it checks again that the term is valid;")
+			b.WriteString(" Before each item, it checks that the term is still valid;")
 		}
 		b.WriteString(" an item's error or a failed check ends the run.")
 	}

@@ -21,7 +21,7 @@ var (
 
 // RegisterCounterStep starts (*Counter).Step on c under the lease
 // "bench.generated": while c holds the lease, it runs Step on each item that
-// Numbers yields, every 1h. Before each item, it checks again that the term is
+// Numbers yields, every 1h. Before each item, it checks that the term is still
 // valid; an item's error or a failed check ends the run. It does not block:
 // stop the registration to hand the work over. The directive on Step:
 //
@@ -32,6 +32,7 @@ func RegisterCounterStep(c *simbart.Client, counter *Counter) (simbart.Registrat
 			if err != nil {
 				return err
 			}
+			// Start no item once the term has ended.
 			if err := t.EnsureValid(0); err != nil {
 				return err
 			}

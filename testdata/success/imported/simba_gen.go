@@ -24,7 +24,7 @@ var (
 
 // RegisterFulfil starts Fulfil on c under the lease "imported.fulfil": while c
 // holds the lease, it runs Fulfil on each item that Orders yields, every 1m.
-// Before each item, it checks again that the term is valid; an item's error or
+// Before each item, it checks that the term is still valid; an item's error or
 // a failed check ends the run. It does not block: stop the registration to hand
 // the work over. The directive on Fulfil:
 //
@@ -35,6 +35,7 @@ func RegisterFulfil(c *simbart.Client) (simbart.Registration, error) {
 			if err != nil {
 				return err
 			}
+			// Start no item once the term has ended.
 			if err := t.EnsureValid(0); err != nil {
 				return err
 			}
@@ -53,9 +54,10 @@ func RegisterFulfil(c *simbart.Client) (simbart.Registration, error) {
 
 // RegisterPaginate starts Paginate on c under the lease "imported.paginate":
 // while c holds the lease, it runs Paginate on each item that Pages yields, 1m
-// after the previous run ended. Before each item, it checks again that the term
-// is valid; an item's error or a failed check ends the run. It does not block:
-// stop the registration to hand the work over. The directive on Paginate:
+// after the previous run ended. Before each item, it checks that the term is
+// still valid; an item's error or a failed check ends the run. It does not
+// block: stop the registration to hand the work over. The directive on
+// Paginate:
 //
 //	//simba:scheduled lease=imported.paginate delay=1m items=Pages
 func RegisterPaginate(c *simbart.Client) (simbart.Registration, error) {
@@ -65,6 +67,7 @@ func RegisterPaginate(c *simbart.Client) (simbart.Registration, error) {
 			return err
 		}
 		for _, item := range items {
+			// Start no item once the term has ended.
 			if err := t.EnsureValid(0); err != nil {
 				return err
 			}
@@ -84,7 +87,7 @@ func RegisterPaginate(c *simbart.Client) (simbart.Registration, error) {
 // RegisterPunch starts Punch on c for the partition group "imported.punch" of 2
 // partitions (leases imported.punch.0 to imported.punch.1): for each partition
 // that c holds, it runs Punch on each item that Punches yields, once per term.
-// Before each item, it checks again that the term is valid; an item's error or
+// Before each item, it checks that the term is still valid; an item's error or
 // a failed check ends the run. It does not block: stop the registration to hand
 // the work over. The directive on Punch:
 //
@@ -95,6 +98,7 @@ func RegisterPunch(c *simbart.Client) (simbart.Registration, error) {
 			if err != nil {
 				return err
 			}
+			// Start no item once the term has ended.
 			if err := t.EnsureValid(0); err != nil {
 				return err
 			}

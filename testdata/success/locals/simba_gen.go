@@ -36,6 +36,7 @@ func RegisterRun(c *simbart.Client) (simbart.Registration, error) {
 			return err
 		}
 		for _, item := range items2 {
+			// Start no item that the term may not outlive by the step.
 			if err := t.EnsureValid(step); err != nil {
 				return err
 			}

@@ -37,6 +37,7 @@ func RegisterLedgerWrite(c *simbart.Client, ledger *Ledger) (simbart.Registratio
 			if err != nil {
 				return err
 			}
+			// Start no item that the term may not outlive by the step.
 			if err := t.EnsureValid(step); err != nil {
 				return err
 			}
@@ -55,7 +56,7 @@ func RegisterLedgerWrite(c *simbart.Client, ledger *Ledger) (simbart.Registratio
 
 // RegisterShip starts Ship on c under the lease "typed.ship": while c holds the
 // lease, it runs Ship on each item that outbox yields, 1m after the previous
-// run ended. Before each item, it checks again that the term is valid; an
+// run ended. Before each item, it checks that the term is still valid; an
 // item's error or a failed check ends the run. It does not block: stop the
 // registration to hand the work over. The directive on Ship:
 //
@@ -67,6 +68,7 @@ func RegisterShip(c *simbart.Client) (simbart.Registration, error) {
 			return err
 		}
 		for _, item := range items {
+			// Start no item once the term has ended.
 			if err := t.EnsureValid(0); err != nil {
 				return err
 			}
@@ -101,6 +103,7 @@ func RegisterMatcherReconcile(c *simbart.Client, matcher *Matcher) (simbart.Regi
 			return err
 		}
 		for _, item := range items {
+			// Start no item that the term may not outlive by the step.
 			if err := t.EnsureValid(step); err != nil {
 				return err
 			}
