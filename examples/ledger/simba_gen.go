@@ -34,7 +34,7 @@ func RegisterLedgerApply(c *simbart.Client, ledger *Ledger) (simbart.Registratio
 			if err != nil {
 				return err
 			}
-			// Start no item that the term may not outlive by the step.
+			// Start an item only if the term stays valid for more than step.
 			if err := t.EnsureValid(step); err != nil {
 				return err
 			}

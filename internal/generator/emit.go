@@ -252,9 +252,9 @@ func (e *emitter) steps(g *jen.Group, t *Task, step jen.Code) {
 		args = append(args, e.id("partition"))
 	}
 	source := e.callee(t, t.Source.Name(), t.SourceIsMethod).Call(args...)
-	check := "Start no item that the term may not outlive by the step."
+	check := "Start an item only if the term stays valid for more than step."
 	if t.Directive.Step == 0 {
-		check = "Start no item once the term has ended."
+		check = "Start an item only if the term is still valid."
 	}
 	each := []jen.Code{
 		jen.Comment(check),

@@ -32,7 +32,7 @@ func RegisterCounterStep(c *simbart.Client, counter *Counter) (simbart.Registrat
 			if err != nil {
 				return err
 			}
-			// Start no item once the term has ended.
+			// Start an item only if the term is still valid.
 			if err := t.EnsureValid(0); err != nil {
 				return err
 			}

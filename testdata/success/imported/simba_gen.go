@@ -35,7 +35,7 @@ func RegisterFulfil(c *simbart.Client) (simbart.Registration, error) {
 			if err != nil {
 				return err
 			}
-			// Start no item once the term has ended.
+			// Start an item only if the term is still valid.
 			if err := t.EnsureValid(0); err != nil {
 				return err
 			}
@@ -67,7 +67,7 @@ func RegisterPaginate(c *simbart.Client) (simbart.Registration, error) {
 			return err
 		}
 		for _, item := range items {
-			// Start no item once the term has ended.
+			// Start an item only if the term is still valid.
 			if err := t.EnsureValid(0); err != nil {
 				return err
 			}
@@ -98,7 +98,7 @@ func RegisterPunch(c *simbart.Client) (simbart.Registration, error) {
 			if err != nil {
 				return err
 			}
-			// Start no item once the term has ended.
+			// Start an item only if the term is still valid.
 			if err := t.EnsureValid(0); err != nil {
 				return err
 			}

@@ -36,7 +36,7 @@ func RegisterRun(c *simbart.Client) (simbart.Registration, error) {
 			return err
 		}
 		for _, item := range items2 {
-			// Start no item that the term may not outlive by the step.
+			// Start an item only if the term stays valid for more than step.
 			if err := t.EnsureValid(step); err != nil {
 				return err
 			}

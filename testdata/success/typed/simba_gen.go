@@ -37,7 +37,7 @@ func RegisterLedgerWrite(c *simbart.Client, ledger *Ledger) (simbart.Registratio
 			if err != nil {
 				return err
 			}
-			// Start no item that the term may not outlive by the step.
+			// Start an item only if the term stays valid for more than step.
 			if err := t.EnsureValid(step); err != nil {
 				return err
 			}
@@ -68,7 +68,7 @@ func RegisterShip(c *simbart.Client) (simbart.Registration, error) {
 			return err
 		}
 		for _, item := range items {
-			// Start no item once the term has ended.
+			// Start an item only if the term is still valid.
 			if err := t.EnsureValid(0); err != nil {
 				return err
 			}
@@ -103,7 +103,7 @@ func RegisterMatcherReconcile(c *simbart.Client, matcher *Matcher) (simbart.Regi
 			return err
 		}
 		for _, item := range items {
-			// Start no item that the term may not outlive by the step.
+			// Start an item only if the term stays valid for more than step.
 			if err := t.EnsureValid(step); err != nil {
 				return err
 			}
