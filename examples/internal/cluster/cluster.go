@@ -28,6 +28,7 @@ type Options struct {
 	Nodes   int           // nodes to run in this process
 	For     time.Duration // how long the example runs
 	Lease   time.Duration // the lease duration (runtime.ConfigFor)
+	Out     io.Writer     // where the timeline goes; nil means os.Stdout
 }
 
 // Flags registers the shared flags on the default flag set; the backend
@@ -66,6 +67,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	b, closer, err := backendurl.Open(ctx, o.Backend)
 	if err != nil {
 		return nil, err
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
 	}
 	c := &Cluster{Opts: o, Backend: b, start: time.Now(), closer: closer}
 	for range o.Nodes {
@@ -218,7 +222,7 @@ func (c *Cluster) watch(ctx context.Context, poll func(last string) string) {
 func (c *Cluster) Printf(format string, args ...any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fmt.Printf("%6.2fs  %s\n", time.Since(c.start).Seconds(), fmt.Sprintf(format, args...))
+	fmt.Fprintf(c.Opts.Out, "%6.2fs  %s\n", time.Since(c.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
 // Node names node i (0-based) for the timeline: "node-1".
