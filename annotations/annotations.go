@@ -195,6 +195,9 @@ func Parse(comment string) (*Directive, error) {
 	default:
 		return nil, ErrorList{{Offset: 0, Msg: unknownName(dir.Name)}}
 	}
+	// ParseDirective gives the arguments' offset; they are split here
+	// rather than by Directive.ParseArgs, which would unquote "a b" and
+	// report a bad quote without a position: values are unquoted words.
 	p := parser{d: &Directive{Kind: kind}}
 	p.args(dir.Args, int(dir.ArgsPos))
 	p.check()
