@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: help services services-down test demo bench generate lint clean
+.PHONY: help services services-down test demo demo-all bench generate lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -17,18 +17,24 @@ services-down: ## stop the servers that `make services` started
 test: services lint ## start the servers, vet, check gofmt, run every test with -race
 	SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
 
-demo: ## three nodes contend for one lease in memory; the leader stops and the hand-off is printed
-	$(GO) run ./examples/handoff
+demo: generate ## regenerate, then run the report example: a leader-only schedule on three nodes in memory
+	$(GO) run ./examples/report --nodes 3
+
+demo-all: generate ## the report, billing (8 partitions) and ledger (fenced typed steps) examples, three nodes each
+	$(GO) run ./examples/report --nodes 3
+	$(GO) run ./examples/billing --nodes 3
+	$(GO) run ./examples/ledger --nodes 3
 
 bench: ## run the benchmarks
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
-generate: ## run go generate
+generate: ## run go generate (simbagen writes each package's simba_gen.go)
 	$(GO) generate ./...
 
-lint: ## go vet, and fail if gofmt would change a file
+lint: ## go vet; fail if gofmt would change a file or a generated file is stale
 	$(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l lists files (run gofmt -w):"; echo "$$out"; exit 1; fi
+	$(GO) run ./cmd/simbagen -check ./...
 
 clean: ## remove build and coverage output and the test cache
 	rm -rf bin coverage*

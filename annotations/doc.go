@@ -1,0 +1,63 @@
+// Package annotations parses and validates the simba directives (SPEC §14,
+// rules G1 and G4) on their own, without loading any Go code. The generator,
+// cmd/simbagen, uses it; so can any tool that wants to read the directives.
+//
+// # Grammar
+//
+// A directive is one line comment, in Go's directive form: "//" followed at
+// once (no space) by the tool, a colon and the directive's name, then
+// arguments separated by white space.
+//
+//	directive = "//simba:" name { space argument } .
+//	name      = "scheduled" | "partitioned" .
+//	argument  = key "=" value .
+//	key       = "lease" | "group" | "partitions" | "rate" | "delay" | "initial" | "step" | "items" .
+//	value     = { any character but white space } .
+//
+// Keys are case-sensitive and values are unquoted; each key appears at most
+// once, in any order.
+//
+//	//simba:scheduled lease=NAME (rate=DURATION | delay=DURATION) [initial=DURATION] [step=DURATION] [items=SOURCE]
+//	//simba:partitioned group=NAME partitions=N [rate=DURATION | delay=DURATION] [initial=DURATION] [step=DURATION] [items=SOURCE]
+//
+// # Keys
+//
+//	lease=NAME        //simba:scheduled only, required. The lease the schedule runs under:
+//	                  1 to 128 characters of [A-Za-z0-9._:-], neither "." nor ".." (SPEC T1).
+//	group=NAME        //simba:partitioned only, required. The partition group; partition i
+//	                  is the lease NAME.i, and the longest of those, NAME.(N-1), must
+//	                  be a valid lease name too.
+//	partitions=N      //simba:partitioned only, required. A decimal number from 1 to 65536.
+//	rate=DURATION     Run at a fixed rate, once per slot of this length on the store's
+//	                  clock. At least 1ms.
+//	delay=DURATION    Run this long after the previous run ended. At least 1ms.
+//	                  A schedule needs exactly one of rate and delay; a partitioned
+//	                  task may have neither, and then runs once per term of each
+//	                  partition it holds.
+//	initial=DURATION  Wait this long after each election before the first run.
+//	                  Default 0.
+//	step=DURATION     The validity a step needs: the minimum passed to
+//	                  Term.EnsureValid before every run and every item (SPEC E1).
+//	                  Default 0.
+//	items=SOURCE      Typed steps (SPEC G2): SOURCE is a Go identifier, the function
+//	                  (or method of the same receiver) that yields the work items.
+//
+// Durations are written as [time.ParseDuration] reads them ("90s", "1m30s",
+// "250ms"); rate and delay must be positive, initial and step must not be
+// negative.
+//
+// # Near misses
+//
+// Go reads "// simba:scheduled" (with a space) as an ordinary comment, not
+// as a directive; [NearMiss] reports it, and "//Simba:…" too, as a warning,
+// and [Parse] ignores it. A misspelt directive name, such as
+// "//simba:schedule", is an error with a hint.
+//
+// # Canonical form
+//
+// [Directive.String] prints a directive in canonical form: the name key
+// first, then partitions, rate or delay, initial, step and items, with
+// durations as [time.Duration.String] prints them and the keys whose value
+// is the default left out. Parsing the canonical form of a directive gives
+// the same directive.
+package annotations

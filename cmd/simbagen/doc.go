@@ -1,0 +1,69 @@
+// Simbagen writes the registration code for functions annotated with
+// //simba:scheduled and //simba:partitioned (SPEC §14).
+//
+// Put a directive directly above a top-level function or method:
+//
+//	//go:generate go run github.com/simba-go/simba/cmd/simbagen
+//
+//	//simba:scheduled lease=report rate=5m step=2s
+//	func Report(ctx context.Context, t *runtime.Term) error { … }
+//
+//	//simba:partitioned group=billing partitions=16 delay=30s step=1s
+//	func (s *Service) Settle(ctx context.Context, t *runtime.Term, partition int) error { … }
+//
+//	//simba:scheduled lease=ledger rate=1m step=2s items=PendingBatches
+//	func (l *Ledger) Write(ctx context.Context, t *runtime.Term, b Batch) error { … }
+//	func (l *Ledger) PendingBatches(ctx context.Context, t *runtime.Term) iter.Seq2[Batch, error] { … }
+//
+// and run go generate. In each package with directives simbagen writes
+// simba_gen.go, which declares, for every annotated function, a documented
+// RegisterReport(c *runtime.Client) or, for a method,
+// RegisterServiceSettle(c *runtime.Client, service *Service), returning a
+// runtime.Registration; and RegisterAll, which registers them all on a
+// client without blocking and stops what it started if one fails. The file
+// imports the runtime as simbart, refers to simbart.SupportPackageIsVersion1
+// and holds a signature guard per function, so that stale output fails to
+// compile at once.
+//
+// The directive grammar, with every key, is documented in package
+// github.com/simba-go/simba/annotations. The signatures allowed are:
+//
+//	//simba:scheduled                func(ctx context.Context, t *runtime.Term) error
+//	//simba:partitioned              func(ctx context.Context, t *runtime.Term, partition int) error
+//	with items=Source, one item more func(ctx context.Context, t *runtime.Term[, partition int], item T) error
+//	and Source, a function or a      func(ctx context.Context, t *runtime.Term[, partition int]) iter.Seq2[T, error]
+//	method of the same receiver      func(ctx context.Context, t *runtime.Term[, partition int]) ([]T, error)
+//
+// With items=, the generated wrapper calls Source once per run, and before
+// each item checks that the term stays valid for more than step
+// (Term.EnsureValid, SPEC E1); an item's error or a failed check ends the
+// run.
+//
+// # Usage
+//
+//	simbagen [-check] [-tags list] [-v] [packages]
+//
+// The packages are go list patterns and default to the package in the
+// current directory. simbagen reports every problem it finds, in the go vet
+// form file:line:col: message, and writes nothing unless there is none: an
+// invalid directive, a directive anywhere but directly above a top-level
+// function, a function with two directives, a lease or group used twice in a
+// package, a signature that does not fit, a missing items= source, or a
+// generated name that the package already declares. A directive misspelt as
+// "// simba:" (with a space) is only a warning: Go reads it as an ordinary
+// comment.
+//
+// simbagen reads a package's previous simba_gen.go as empty, so a stale
+// one never stands in the way; it removes the file when the last directive
+// is gone, and refuses to overwrite a simba_gen.go it did not write.
+//
+// The flags are:
+//
+//	-check  write nothing; exit 1 if a generated file is missing, stale or
+//	        should be removed (for CI)
+//	-tags   build tags to load the packages with
+//	-v      print each file written or removed
+//
+// Exit status: 0 when all is well, 1 for errors in the input or (with
+// -check) stale output, 2 for a usage error.
+package main

@@ -1,0 +1,275 @@
+// Package cluster runs the nodes of an example in one process: it reads the
+// flags the examples share (--backend, --nodes, --for, --lease), opens the
+// backend, starts one client per node, and prints the timeline.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendurl"
+	"github.com/simba-go/simba/backends/memory"
+	"github.com/simba-go/simba/runtime"
+)
+
+// Options are the flags every example takes.
+type Options struct {
+	Backend string        // a backend URL (package backendurl)
+	Nodes   int           // nodes to run in this process
+	For     time.Duration // how long the example runs
+	Lease   time.Duration // the lease duration (runtime.ConfigFor)
+	Out     io.Writer     // where the timeline goes; nil means os.Stdout
+}
+
+// Flags registers the shared flags on the default flag set; the backend
+// defaults to $SIMBA_BACKEND, else the memory store.
+func Flags(nodes int, runFor time.Duration) *Options {
+	o := &Options{}
+	backend := os.Getenv("SIMBA_BACKEND")
+	if backend == "" {
+		backend = backendurl.Default
+	}
+	flag.StringVar(&o.Backend, "backend", backend, "backend URL: memory:, memory:NAME, postgres://…, redis://…, zk://… (default $SIMBA_BACKEND, else memory:)")
+	flag.IntVar(&o.Nodes, "nodes", nodes, "nodes to run in this process")
+	flag.DurationVar(&o.For, "for", runFor, "how long to run")
+	flag.DurationVar(&o.Lease, "lease", 3*time.Second, "lease duration: how long a crashed or paused node keeps its lease")
+	return o
+}
+
+// Cluster is the nodes of one example.
+type Cluster struct {
+	Opts    Options
+	Backend backends.Backend
+
+	start   time.Time
+	closer  io.Closer
+	mu      sync.Mutex // serialises the timeline
+	nodes   sync.Mutex
+	clients []*runtime.Client // node i+1 is clients[i]
+}
+
+// Start opens the backend and starts a client per node, each with a
+// session of its own, as separate processes would have.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	if o.Nodes < 1 {
+		return nil, fmt.Errorf("--nodes %d: want at least 1", o.Nodes)
+	}
+	b, closer, err := backendurl.Open(ctx, o.Backend)
+	if err != nil {
+		return nil, err
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	c := &Cluster{Opts: o, Backend: b, start: time.Now(), closer: closer}
+	for range o.Nodes {
+		if _, err := c.AddNode(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// AddNode starts one more client, as a node joining the cluster, and
+// returns its index.
+func (c *Cluster) AddNode(ctx context.Context) (int, error) {
+	client, err := runtime.NewClient(c.Backend, runtime.ConfigFor(c.Opts.Lease))
+	if err != nil {
+		return 0, err
+	}
+	c.nodes.Lock()
+	c.clients = append(c.clients, client)
+	i := len(c.clients) - 1
+	c.nodes.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, c.Opts.Lease)
+	defer cancel()
+	return i, client.Ready(rctx)
+}
+
+// Client returns node i's client.
+func (c *Cluster) Client(i int) *runtime.Client {
+	c.nodes.Lock()
+	defer c.nodes.Unlock()
+	return c.clients[i]
+}
+
+// Clients returns every node's client, node 1 first.
+func (c *Cluster) Clients() []*runtime.Client {
+	c.nodes.Lock()
+	defer c.nodes.Unlock()
+	return slices.Clone(c.clients)
+}
+
+// Leader returns the node that holds the lease name and its token, or -1.
+func (c *Cluster) Leader(name string) (int, runtime.Token) {
+	for i, client := range c.Clients() {
+		for _, l := range client.Snapshot().Leases {
+			if l.Name == name && l.Role == runtime.Leader {
+				return i, l.Token
+			}
+		}
+	}
+	return -1, 0
+}
+
+// Partitions returns, for each node, the partitions of group it holds.
+func (c *Cluster) Partitions(group string) [][]int {
+	clients := c.Clients()
+	held := make([][]int, len(clients))
+	for i, client := range clients {
+		for _, g := range client.Snapshot().Groups {
+			if g.Name == group {
+				held[i] = g.Held
+			}
+		}
+	}
+	return held
+}
+
+// WatchLease prints who holds the lease name whenever that changes, until
+// ctx ends.
+func (c *Cluster) WatchLease(ctx context.Context, name string) {
+	c.watch(ctx, func(last string) string {
+		node, token := c.Leader(name)
+		if node < 0 {
+			return ""
+		}
+		now := fmt.Sprintf("%s holds %q (token %d)", Node(node), name, token)
+		if now != last {
+			c.Printf("%s", now)
+		}
+		return now
+	})
+}
+
+// WatchGroup prints which node holds which partitions of group whenever
+// that changes, until ctx ends.
+func (c *Cluster) WatchGroup(ctx context.Context, group string, partitions int) {
+	c.watch(ctx, func(last string) string {
+		held := c.Partitions(group)
+		free := make([]bool, partitions)
+		for i := range free {
+			free[i] = true
+		}
+		var parts []string
+		for node, ps := range held {
+			for _, p := range ps {
+				free[p] = false
+			}
+			if ps != nil || c.live(node) {
+				parts = append(parts, fmt.Sprintf("%s: %-9s", Node(node), ints(ps)))
+			}
+		}
+		var moving []int
+		for p, f := range free {
+			if f {
+				moving = append(moving, p)
+			}
+		}
+		if len(moving) > 0 {
+			parts = append(parts, "moving: "+ints(moving))
+		}
+		now := strings.TrimRight(strings.Join(parts, " | "), " ")
+		if now != last {
+			c.Printf("%s", now)
+		}
+		return now
+	})
+}
+
+// live reports whether node i's client is still open.
+func (c *Cluster) live(i int) bool { return c.Client(i).Snapshot().State != runtime.Closed }
+
+func ints(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, " ")
+}
+
+// watch calls poll every 20ms until ctx ends, passing what it returned
+// the time before.
+func (c *Cluster) watch(ctx context.Context, poll func(last string) string) {
+	go func() {
+		last := ""
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			last = poll(last)
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// Printf prints one line of the timeline: the time since the start, then
+// the message.
+func (c *Cluster) Printf(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprintf(c.Opts.Out, "%6.2fs  %s\n", time.Since(c.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// Node names node i (0-based) for the timeline: "node-1".
+func Node(i int) string { return fmt.Sprintf("node-%d", i+1) }
+
+// Stop closes node i's client: it hands what it holds over with the
+// hand-off order, as a node shut down for a deploy does.
+func (c *Cluster) Stop(i int) error {
+	return c.Client(i).Close(context.Background())
+}
+
+// ErrNoFaults reports a backend without the memory store's fault controls.
+var ErrNoFaults = errors.New("needs the memory backend's fault controls")
+
+// Freeze makes the store expire node i's session behind its back, as a
+// store does when a node stops renewing, paused by a long GC, a stopped VM
+// or a swap storm. Only the memory backend can do this on demand.
+func (c *Cluster) Freeze(i int) error {
+	store, ok := c.Backend.(*memory.Store)
+	if !ok {
+		return ErrNoFaults
+	}
+	id := c.Client(i).Snapshot().Session
+	if id == "" || !store.Faults().ExpireSession(id) {
+		return fmt.Errorf("%s has no live session to expire", Node(i))
+	}
+	return nil
+}
+
+// Close closes every client, then the backend.
+func (c *Cluster) Close() error {
+	var errs []error
+	for _, client := range c.Clients() {
+		errs = append(errs, client.Close(context.Background()))
+	}
+	errs = append(errs, c.closer.Close())
+	return errors.Join(errs...)
+}
+
+// Wait sleeps d or until ctx ends; it reports whether it slept all of d.
+func Wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,90 @@
+package generator
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkGenerate200 runs the generator on one package with 200
+// annotated functions (issue 5: under 2s, most of it loading), and reports
+// the split: load-ms for go/packages, rest-ms for extract, check, emit and
+// format.
+func BenchmarkGenerate200(b *testing.B) {
+	dir := b.TempDir()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		b.Fatal(err)
+	}
+	gomod := fmt.Sprintf("module example.test/big\n\ngo 1.26.0\n\nrequire github.com/simba-go/simba v0.0.0\n\nreplace github.com/simba-go/simba => %s\n", root)
+	sum, err := os.ReadFile(filepath.Join(root, "testdata", "go.sum"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	files := map[string]string{"go.mod": gomod, "go.sum": string(sum), "big/big.go": bigPackage(200)}
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var load, rest time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		t0 := time.Now()
+		pkgs, err := Load(Config{Dir: dir}, "./big")
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		res := GeneratePackages(pkgs)
+		rest += time.Since(t1)
+		load += t1.Sub(t0)
+		if res.Diagnostics.HasErrors() || len(res.Changes) != 1 || len(res.Models[0].Tasks) != 200 {
+			b.Fatalf("diagnostics %v, %d changes", res.Diagnostics, len(res.Changes))
+		}
+	}
+	b.ReportMetric(float64(load.Milliseconds())/float64(b.N), "load-ms")
+	b.ReportMetric(float64(rest.Milliseconds())/float64(b.N), "rest-ms")
+}
+
+// bigPackage returns a package with n annotated functions: a quarter each
+// of scheduled functions, scheduled methods, partitioned methods and typed
+// steps.
+func bigPackage(n int) string {
+	var b strings.Builder
+	b.WriteString(`package big
+
+import (
+	"context"
+	"iter"
+
+	"github.com/simba-go/simba/runtime"
+)
+
+type Service struct{}
+
+type Item struct{ ID int }
+
+func Items(ctx context.Context, t *runtime.Term) iter.Seq2[Item, error] { return nil }
+`)
+	for i := range n {
+		switch i % 4 {
+		case 0:
+			fmt.Fprintf(&b, "\n//simba:scheduled lease=f%d rate=1m step=1s\nfunc F%d(ctx context.Context, t *runtime.Term) error { return nil }\n", i, i)
+		case 1:
+			fmt.Fprintf(&b, "\n//simba:scheduled lease=m%d delay=30s\nfunc (s *Service) M%d(ctx context.Context, t *runtime.Term) error { return nil }\n", i, i)
+		case 2:
+			fmt.Fprintf(&b, "\n//simba:partitioned group=p%d partitions=16 rate=10s\nfunc (s *Service) P%d(ctx context.Context, t *runtime.Term, partition int) error { return nil }\n", i, i)
+		case 3:
+			fmt.Fprintf(&b, "\n//simba:scheduled lease=t%d rate=1m step=2s items=Items\nfunc T%d(ctx context.Context, t *runtime.Term, item Item) error { return nil }\n", i, i)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,162 @@
+package generator
+
+import (
+	"go/ast"
+	"strings"
+	"unicode"
+
+	"github.com/simba-go/simba/annotations"
+)
+
+// Found is a valid directive on a top-level function or method.
+type Found struct {
+	File      *ast.File
+	Decl      *ast.FuncDecl
+	Comment   *ast.Comment // the directive's line, for positions
+	Directive *annotations.Directive
+}
+
+// Extract finds the simba directives in p's files, from the raw text of
+// every line comment (never CommentGroup.Text, which drops directives). It
+// returns the valid directives on top-level functions and methods, in
+// source order, and diagnostics for everything else: invalid directives,
+// directives anywhere but directly above a top-level function (G1), a
+// second directive on one function, and near misses (warnings).
+func Extract(p *Package) ([]Found, Diagnostics) {
+	var found []Found
+	var diags Diagnostics
+	for _, f := range p.Files {
+		if p.Previous != nil && p.Fset.Position(f.Package).Filename == p.Output {
+			continue
+		}
+		owners := docOwners(f)
+		first := make(map[*ast.FuncDecl]*ast.Comment)
+		for _, group := range f.Comments {
+			for _, c := range group.List {
+				if w := annotations.NearMiss(c.Text); w != nil {
+					diags.warnf(p.position(c.Slash, w.Offset), "%s", w.Msg)
+					continue
+				}
+				d, err := annotations.Parse(c.Text)
+				if d == nil && err == nil {
+					continue
+				}
+				if list, ok := err.(annotations.ErrorList); ok {
+					for _, e := range list {
+						diags.errorf(p.position(c.Slash, e.Offset), "%s", e.Msg)
+					}
+				}
+				owner := owners[group]
+				fd, ok := owner.(*ast.FuncDecl)
+				if !ok {
+					diags.errorf(p.position(c.Slash, 0), "%s is %s; it must be directly above a top-level function or method",
+						directiveName(c.Text), placement(f, owner, c))
+					continue
+				}
+				if prev := first[fd]; prev != nil {
+					diags.errorf(p.position(c.Slash, 0), "%s already has %s (line %d); a function takes one directive",
+						funcName(fd), directiveName(prev.Text), p.Fset.Position(prev.Slash).Line)
+					continue
+				}
+				first[fd] = c
+				if d != nil {
+					found = append(found, Found{File: f, Decl: fd, Comment: c, Directive: d})
+				}
+			}
+		}
+	}
+	return found, diags
+}
+
+// docOwners maps each doc comment of f to what it documents: a
+// *ast.FuncDecl, or a string saying what else.
+func docOwners(f *ast.File) map[*ast.CommentGroup]any {
+	owners := make(map[*ast.CommentGroup]any)
+	add := func(g *ast.CommentGroup, owner any) {
+		if g != nil {
+			owners[g] = owner
+		}
+	}
+	for _, decl := range f.Decls {
+		switch decl := decl.(type) {
+		case *ast.FuncDecl:
+			add(decl.Doc, decl)
+		case *ast.GenDecl:
+			what := "above " + article(decl.Tok.String()) + " declaration"
+			add(decl.Doc, what)
+			for _, spec := range decl.Specs {
+				switch spec := spec.(type) {
+				case *ast.TypeSpec:
+					add(spec.Doc, what)
+				case *ast.ValueSpec:
+					add(spec.Doc, what)
+				case *ast.ImportSpec:
+					add(spec.Doc, what)
+				}
+			}
+		}
+	}
+	// Fields of structs and methods of interfaces, wherever they are.
+	ast.Inspect(f, func(n ast.Node) bool {
+		if field, ok := n.(*ast.Field); ok {
+			add(field.Doc, "above a field or interface method")
+		}
+		return true
+	})
+	return owners
+}
+
+// placement says where a misplaced directive is.
+func placement(f *ast.File, owner any, c *ast.Comment) string {
+	if what, ok := owner.(string); ok {
+		return what
+	}
+	for _, decl := range f.Decls {
+		if fd, ok := decl.(*ast.FuncDecl); ok && fd.Body != nil && fd.Body.Pos() < c.Pos() && c.Pos() < fd.Body.End() {
+			return "inside a function body"
+		}
+	}
+	return "not directly above a declaration"
+}
+
+func article(word string) string {
+	if strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an " + word
+	}
+	return "a " + word
+}
+
+// directiveName returns the directive's first word, as in
+// "//simba:scheduled".
+func directiveName(text string) string {
+	if i := strings.IndexFunc(text, unicode.IsSpace); i >= 0 {
+		return text[:i]
+	}
+	return text
+}
+
+// funcName returns "F" or "(*T).M" or "T.M", as a Go method expression.
+func funcName(fd *ast.FuncDecl) string {
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return fd.Name.Name
+	}
+	t := fd.Recv.List[0].Type
+	star := false
+	if s, ok := t.(*ast.StarExpr); ok {
+		t, star = s.X, true
+	}
+	switch x := t.(type) {
+	case *ast.IndexExpr:
+		t = x.X
+	case *ast.IndexListExpr:
+		t = x.X
+	}
+	name := "?"
+	if id, ok := t.(*ast.Ident); ok {
+		name = id.Name
+	}
+	if star {
+		return "(*" + name + ")." + fd.Name.Name
+	}
+	return name + "." + fd.Name.Name
+}
