@@ -1,6 +1,9 @@
 package runtime
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // SupportPackageIsVersion1 is referenced by code that simbagen generates, so
 // that generated code fails to compile, right where it is, against a runtime
@@ -15,6 +18,8 @@ type Registration interface {
 	Name() string
 	// Stop hands over what it holds and ends it; ctx bounds only the wait.
 	Stop(ctx context.Context) error
+	// StepDown hands over what it holds and sits out for cooldown.
+	StepDown(ctx context.Context, cooldown time.Duration) error
 }
 
 var (

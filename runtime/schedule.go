@@ -52,8 +52,8 @@ func (s Schedule) once() bool { return s.Rate == 0 && s.Delay == 0 }
 // is allowed.
 func (s Schedule) validate(cfg Config, onceOK bool) error {
 	switch {
-	case s.Rate < 0:
-		return &ConfigError{"Schedule.Rate", s.Rate.String(), "> 0"}
+	case s.Rate < 0 || s.Rate > 0 && s.Rate < time.Millisecond:
+		return &ConfigError{"Schedule.Rate", s.Rate.String(), ">= 1ms (slots are counted in milliseconds of the store's clock)"}
 	case s.Delay < 0:
 		return &ConfigError{"Schedule.Delay", s.Delay.String(), "> 0"}
 	case s.Rate > 0 && s.Delay > 0:
@@ -190,7 +190,11 @@ func (c *Client) runSchedule(ctx context.Context, t *Term, s Schedule, info *run
 		}
 		started := time.Now()
 		info.update(func(st *ScheduleStatus) { st.LastRun, st.Next = started, time.Time{}; st.Runs++ })
-		runErr := protect(func() error { return fn(ctx, t) })
+		runCtx := ctx
+		if s.Rate > 0 {
+			runCtx = context.WithValue(ctx, slotKey{}, time.UnixMilli(slot*s.Rate.Milliseconds()))
+		}
+		runErr := protect(func() error { return fn(runCtx, t) })
 		info.update(func(st *ScheduleStatus) { st.LastErr = runErr })
 		var record time.Time
 		if s.Rate > 0 {
@@ -220,6 +224,17 @@ func (c *Client) runSchedule(ctx context.Context, t *Term, s Schedule, info *run
 			return nil
 		}
 	}
+}
+
+type slotKey struct{}
+
+// ScheduledSlot returns the start, on the store's clock, of the fixed-rate
+// slot a run was started for, from the run's context; ok is false outside a
+// fixed-rate run. The slot start names the run across nodes and fail-overs,
+// so it serves as an idempotency key.
+func ScheduledSlot(ctx context.Context) (start time.Time, ok bool) {
+	start, ok = ctx.Value(slotKey{}).(time.Time)
+	return start, ok
 }
 
 // The lease value a schedule records: "simba/v1 rate <unix ms>" or

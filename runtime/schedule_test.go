@@ -110,10 +110,19 @@ func TestScheduleFixedRate(t *testing.T) {
 		var log runLog
 		var elections []*runtime.Election
 		var clients []*runtime.Client
+		slotOK := func(ctx context.Context, _ *runtime.Term, r *run) error {
+			// The run's slot, from its context, is the slot it started in
+			// (runs here start at their slot's start, or mid-slot after an
+			// interrupted run).
+			if start, ok := runtime.ScheduledSlot(ctx); !ok || slotOf(start, rate) != slotOf(r.start, rate) {
+				t.Errorf("ScheduledSlot = %v, %v; want the slot of %v", start, ok, r.start)
+			}
+			return nil
+		}
 		for i := range 3 {
 			c := newClient(t, store)
 			clients = append(clients, c)
-			e, err := c.StartSchedule("report", runtime.Schedule{Rate: rate}, log.fn(i, 2*time.Second, nil))
+			e, err := c.StartSchedule("report", runtime.Schedule{Rate: rate}, log.fn(i, 2*time.Second, slotOK))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -394,6 +403,7 @@ func TestScheduleAndGroupBadInput(t *testing.T) {
 		}{
 			{runtime.Schedule{}, "Schedule.Rate = 0; want > 0, or Schedule.Delay > 0"},
 			{runtime.Schedule{Rate: -time.Second}, "Schedule.Rate = -1s"},
+			{runtime.Schedule{Rate: time.Microsecond}, "Schedule.Rate = 1µs; want >= 1ms"},
 			{runtime.Schedule{Delay: -time.Second}, "Schedule.Delay = -1s"},
 			{runtime.Schedule{Rate: time.Second, Delay: time.Second}, "exactly one of Rate and Delay"},
 			{runtime.Schedule{Rate: time.Second, Initial: -time.Second}, "Schedule.Initial = -1s"},
