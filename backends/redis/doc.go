@@ -1,0 +1,2 @@
+// Package simbaredis is the Redis backend of Simba (placeholder; see below).
+package simbaredis
