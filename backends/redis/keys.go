@@ -21,8 +21,8 @@ const layoutVersion = "1"
 //	{p}:s:<id>        hash: ttl (µs), ver (Digest.Version), mrev (last leave)
 //	{p}:o:<id>        hash: lease name → token, the leases the session holds
 //	{p}:j:<id>        set: the groups the session joined
-//	{p}:l:<name>      hash: s (holder session id), t (token)
-//	{p}:v:<name>      string: the lease's value (outlives terms)
+//	{p}:l:<name>      hash: s (holder session id), t (token), v (value);
+//	                  a release deletes s and t: the value outlives terms
 //	{p}:g:<group>     hash: parts, epoch; exists while the group has members
 //	{p}:m:<group>     set: the group's member session ids
 //	{p}:h:<group>     hash: partition index → holder session id
@@ -34,7 +34,6 @@ const (
 	tagOwned    = "o:"
 	tagJoined   = "j:"
 	tagLease    = "l:"
-	tagValue    = "v:"
 	tagGroup    = "g:"
 	tagMembers  = "m:"
 	tagHolders  = "h:"
@@ -54,7 +53,6 @@ func (l layout) session(id string) string    { return l.base + tagSession + id }
 func (l layout) owned(id string) string      { return l.base + tagOwned + id }
 func (l layout) joined(id string) string     { return l.base + tagJoined + id }
 func (l layout) lease(name string) string    { return l.base + tagLease + name }
-func (l layout) value(name string) string    { return l.base + tagValue + name }
 func (l layout) group(name string) string    { return l.base + tagGroup + name }
 func (l layout) members(group string) string { return l.base + tagMembers + group }
 func (l layout) holders(group string) string { return l.base + tagHolders + group }
@@ -75,7 +73,6 @@ func luaKeys() string {
 	fn("owned_key", tagOwned)
 	fn("joined_key", tagJoined)
 	fn("lease_key", tagLease)
-	fn("value_key", tagValue)
 	fn("group_key", tagGroup)
 	fn("members_key", tagMembers)
 	fn("holders_key", tagHolders)

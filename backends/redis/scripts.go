@@ -25,8 +25,11 @@ import (
 //     another version, [ErrLayout]) and, when the meta hash is missing or the
 //     Go side just got NOSCRIPT, the Redis run id (the amnesia guard, SPEC
 //     §15; see check_meta).
-//   - It reaps a few expired sessions (the oldest first), so that leases and
-//     memberships of crashed nodes are released within one call of anyone.
+//
+// The renewal scripts (open, keep-alive, owned, members, check) also reap a
+// few expired sessions, the oldest first, so that leases and memberships of
+// crashed nodes are released, and watchers woken, within one renewal period
+// of any node; the others check only the sessions they touch.
 //
 // Then the operation checks that the calling session is alive by Redis's
 // clock — reaping it if it has just expired — before it reads or writes
@@ -43,8 +46,10 @@ import (
 //	rev     a namespace-wide revision, the source of group epochs
 //
 // Times are microseconds of Redis time (about 1.8e15 today), tokens are at
-// most 2^53-1: both are exact in Lua's doubles, and are written with
-// fmt ('%.0f'), never tostring, which would round them.
+// most 2^53-1: both are exact in Lua's doubles. redis.call formats number
+// arguments with %.17g, which is exact for them; tostring would round them
+// (it uses %.14g), so the scripts never use it, nor string.format, which
+// costs more than a redis.call.
 //
 // The scripts touch keys they do not declare in KEYS (they build them from
 // the namespace's base, ARGV[2]); KEYS[1] is the meta hash, which routes the
@@ -63,8 +68,6 @@ local MAXTOKEN = 9007199254740991
 
 local clock = redis.call('TIME')
 local NOW = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-
-local function fmt(n) return string.format('%%.0f', n) end
 
 local function next_rev() return redis.call('HINCRBY', META, 'rev', 1) end
 
@@ -111,7 +114,7 @@ local function end_session(id)
     local name = owned[i]
     local lk = lease_key(name)
     if redis.call('HGET', lk, 's') == id then
-      redis.call('DEL', lk)
+      redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
       touch_partition(name, nil)
     end
     redis.call('PUBLISH', CHANNEL, name)
@@ -144,9 +147,12 @@ end
 -- hash is missing, nothing in the namespace can be trusted: every session is
 -- ended, and no lease is granted until MaxLease has passed since the loss,
 -- by when every old holder's local deadline has passed.
+local GUARD, TOKEN = 0, 0 -- from the meta hash, read by check_meta
+
 local function check_meta()
-  local m = redis.call('HMGET', META, 'layout', 'run')
+  local m = redis.call('HMGET', META, 'layout', 'run', 'guard', 'token')
   if m[1] and m[1] ~= LAYOUT then return {'LAYOUT', m[1]} end
+  GUARD, TOKEN = tonumber(m[3] or '0'), tonumber(m[4] or '0')
   if m[1] and not FRESH then return nil end
   local info = redis.call('INFO', 'server')
   local run = string.match(info, 'run_id:(%%x+)') or '?'
@@ -162,24 +168,29 @@ local function check_meta()
     local up = tonumber(string.match(info, 'uptime_in_seconds:(%%d+)') or '0')
     guard = NOW - up * 1000000 + MAXLEASE
   end
-  local old = tonumber(redis.call('HGET', META, 'guard') or '0')
-  if old > guard then guard = old end
+  if GUARD > guard then guard = GUARD end
+  GUARD = guard
   for _, id in ipairs(redis.call('ZRANGE', SESSIONS, 0, -1)) do end_session(id) end
-  redis.call('HSET', META, 'layout', LAYOUT, 'run', run, 'guard', fmt(guard))
+  redis.call('HSET', META, 'layout', LAYOUT, 'run', run, 'guard', guard)
   return nil
 end
 
+-- session reads the session hash: ttl, ver, mrev.
+local function session(id)
+  return redis.call('HMGET', sess_key(id), 'ttl', 'ver', 'mrev')
+end
+
 -- The reply of OpenSession, KeepAlive and Owned: status, remaining (µs),
--- now (µs), and the digest (leases, version, groups). Its cost grows with
--- the groups joined, never with the leases held (SPEC S1).
-local function renewal(id, ttl)
-  local s = redis.call('HMGET', sess_key(id), 'ver', 'mrev')
-  local groups = tonumber(s[2] or '0')
+-- now (µs), and the digest (leases, version, groups), from the session
+-- hash s. Its cost grows with the groups joined, never with the leases held
+-- (SPEC S1).
+local function renewal(id, s, remaining)
+  local groups = tonumber(s[3] or '0')
   for _, g in ipairs(redis.call('SMEMBERS', joined_key(id))) do
     local e = tonumber(redis.call('HGET', group_key(g), 'epoch') or '0')
     if e > groups then groups = e end
   end
-  return {'OK', ttl, NOW, redis.call('HLEN', owned_key(id)), tonumber(s[1] or '0'), groups}
+  return {'OK', remaining, NOW, redis.call('HLEN', owned_key(id)), tonumber(s[2] or '0'), groups}
 end
 
 -- prune ends the memberships of group g's members that are not alive.
@@ -191,11 +202,17 @@ local function prune(g)
   end
 end
 
+-- reap ends a few sessions whose expiry has passed, the oldest first. The
+-- renewal scripts call it, so that leases and memberships of crashed nodes
+-- are released within one renewal period of any node.
+local function reap()
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', SESSIONS, '-inf', NOW, 'LIMIT', 0, REAP)) do
+    end_session(id)
+  end
+end
+
 local bad = check_meta()
 if bad then return bad end
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', SESSIONS, '-inf', fmt(NOW), 'LIMIT', 0, REAP)) do
-  end_session(id)
-end
 `
 
 // The operations. ARGV[5...] are each one's arguments.
@@ -203,27 +220,31 @@ var (
 	// ARGV[5]: the granted time to live in µs. Idempotent, so that a retry
 	// of a call whose reply was lost does no harm.
 	scriptOpen = newScript("open", `
-local ttl = tonumber(ARGV[5])
+reap()
 if redis.call('ZSCORE', SESSIONS, SID) then
   if not alive(SID) then return {'EXPIRED'} end
-  ttl = tonumber(redis.call('HGET', sess_key(SID), 'ttl'))
 else
-  redis.call('HSET', sess_key(SID), 'ttl', fmt(ttl), 'ver', 0, 'mrev', 0)
+  redis.call('HSET', sess_key(SID), 'ttl', ARGV[5], 'ver', 0, 'mrev', 0)
 end
-redis.call('ZADD', SESSIONS, fmt(NOW + ttl), SID)
-return renewal(SID, ttl)
+local s = session(SID)
+local ttl = tonumber(s[1])
+redis.call('ZADD', SESSIONS, NOW + ttl, SID)
+return renewal(SID, s, ttl)
 `)
 
 	scriptKeepAlive = newScript("keep-alive", `
+reap()
 if not alive(SID) then return {'EXPIRED'} end
-local ttl = tonumber(redis.call('HGET', sess_key(SID), 'ttl'))
-redis.call('ZADD', SESSIONS, fmt(NOW + ttl), SID)
-return renewal(SID, ttl)
+local s = session(SID)
+local ttl = tonumber(s[1])
+redis.call('ZADD', SESSIONS, NOW + ttl, SID)
+return renewal(SID, s, ttl)
 `)
 
 	scriptOwned = newScript("owned", `
+reap()
 if not alive(SID) then return {'EXPIRED'} end
-local r = renewal(SID, 0)
+local r = renewal(SID, session(SID), 0)
 r[7] = redis.call('HGETALL', owned_key(SID))
 return r
 `)
@@ -233,19 +254,16 @@ return r
 if not alive(SID) then return {'EXPIRED'} end
 local name = ARGV[5]
 local lk = lease_key(name)
+local cur = redis.call('HMGET', lk, 's', 't', 'v')
 local function granted(tok)
-  local v = redis.call('GET', value_key(name))
-  if v then return {'OK', tok, 1, v} end
+  if cur[3] then return {'OK', tok, 1, cur[3]} end
   return {'OK', tok, 0, ''}
 end
-local cur = redis.call('HMGET', lk, 's', 't')
 if cur[1] == SID then return granted(cur[2]) end
 if cur[1] and alive(cur[1]) then return {'HELD'} end
-local guard = tonumber(redis.call('HGET', META, 'guard') or '0')
-if NOW < guard then return {'RECOVERING', guard - NOW} end
-local tok = math.max(tonumber(redis.call('HGET', META, 'token') or '0') + 1, NOW)
+if NOW < GUARD then return {'RECOVERING', GUARD - NOW} end
+local tok = math.max(TOKEN + 1, NOW)
 if tok > MAXTOKEN then return {'TOKENS'} end
-tok = fmt(tok)
 redis.call('HSET', META, 'token', tok)
 redis.call('HSET', lk, 's', SID, 't', tok)
 redis.call('HSET', owned_key(SID), name, tok)
@@ -261,7 +279,7 @@ local name = ARGV[5]
 local lk = lease_key(name)
 local cur = redis.call('HMGET', lk, 's', 't')
 if cur[1] == SID and cur[2] == ARGV[6] then
-  redis.call('DEL', lk)
+  redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
   redis.call('HDEL', owned_key(SID), name)
   redis.call('HINCRBY', sess_key(SID), 'ver', 1)
   touch_partition(name, nil)
@@ -273,9 +291,10 @@ return {'OK'}
 	// ARGV[5]: the lease name; ARGV[6]: the token; ARGV[7]: the value.
 	scriptPutValue = newScript("put value", `
 if not alive(SID) then return {'EXPIRED'} end
-local cur = redis.call('HMGET', lease_key(ARGV[5]), 's', 't')
+local lk = lease_key(ARGV[5])
+local cur = redis.call('HMGET', lk, 's', 't')
 if cur[1] ~= SID or cur[2] ~= ARGV[6] then return {'NOTHOLDER'} end
-redis.call('SET', value_key(ARGV[5]), ARGV[7])
+redis.call('HSET', lk, 'v', ARGV[7])
 return {'OK'}
 `)
 
@@ -307,6 +326,7 @@ return {'OK'}
 	// ARGV[5]: the group. Reply: OK, partitions, members, holders as a flat
 	// list of partition index and session id.
 	scriptMembers = newScript("members", `
+reap()
 if not alive(SID) then return {'EXPIRED'} end
 local g = ARGV[5]
 prune(g)
@@ -330,6 +350,7 @@ return {'OK'}
 
 	// The prelude alone: checks the layout and the run id, reaps.
 	scriptCheck = newScript("check", `
+reap()
 return {'OK'}
 `)
 )
