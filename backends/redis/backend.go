@@ -268,7 +268,7 @@ func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
 	}
 	t, err := b.client.Time(ctx).Result()
 	if err != nil {
-		return time.Time{}, b.unavailable("store time", err)
+		return time.Time{}, b.unavailable(ctx, "store time", err)
 	}
 	return t.UTC(), nil
 }

@@ -238,3 +238,35 @@ func TestLateRenewalRevivesNothing(t *testing.T) {
 		t.Errorf("b's token %d; want > a's %d", gb.Token, ga.Token)
 	}
 }
+
+// D2, §12: a call to a Redis that does not answer (a proxy that swallows
+// everything) returns by its context's deadline, with an error wrapping
+// both ErrUnavailable and the context's error.
+func TestDeadlineBoundsCalls(t *testing.T) {
+	addr, admin := sharedRedis(t)
+	p := newProxy(t, addr)
+	b := newBackend(t, newClient(t, p.addr()), admin)
+	ctx := context.Background()
+	s, _, err := b.OpenSession(ctx, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "blackhole"
+	js := `{"name":"` + name + `","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`
+	if _, err := p.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+		t.Fatal(err)
+	}
+	defer p.p.Toxics.RemoveToxic(context.Background(), name)
+	const timeout = 200 * time.Millisecond
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	_, err = s.KeepAlive(cctx)
+	took := time.Since(start)
+	if !errors.Is(err, backends.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("KeepAlive to a silent Redis = %v; want an error wrapping ErrUnavailable and context.DeadlineExceeded", err)
+	}
+	if took > timeout+250*time.Millisecond {
+		t.Errorf("KeepAlive to a silent Redis took %v; want it to return by its deadline %v (D2)", took, timeout)
+	}
+}

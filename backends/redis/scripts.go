@@ -429,7 +429,7 @@ func (b *Backend) run(ctx context.Context, sc *script, what string, sid string, 
 		res, err = b.client.Eval(ctx, sc.src, keys, argv...).Result()
 	}
 	if err != nil {
-		return nil, b.unavailable(what, err)
+		return nil, b.unavailable(ctx, what, err)
 	}
 	r, ok := res.([]any)
 	if !ok || reply(r).status() == "" {
@@ -450,10 +450,12 @@ func (b *Backend) run(ctx context.Context, sc *script, what string, sid string, 
 }
 
 // unavailable wraps a driver error, which means the store could not be
-// reached, did not answer in time, or refused to serve (an error reply).
-func (b *Backend) unavailable(what string, err error) error {
-	if errors.Is(err, backends.ErrClosed) {
-		return err
+// reached, did not answer in time, or refused to serve (an error reply). If
+// the call's context ended, the error wraps the context's error too: go-redis
+// reports a deadline it turned into a socket timeout as an i/o timeout.
+func (b *Backend) unavailable(ctx context.Context, what string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		return fmt.Errorf("simbaredis: %s: %w: %w: %w", what, backends.ErrUnavailable, ctxErr, err)
 	}
 	return fmt.Errorf("simbaredis: %s: %w: %w", what, backends.ErrUnavailable, err)
 }
