@@ -136,9 +136,11 @@
 //
 // A namespace whose meta hash is missing is either new or was lost with the
 // whole of Redis's data; the scripts cannot tell which, so they guard it until
-// MaxLease after Redis booted (INFO's uptime). On a Redis that has been up for
-// longer than MaxLease, a new namespace grants at once; on a Redis that just
-// started, even a new namespace waits out the rest of MaxLease.
+// MaxLease after Redis booted (from INFO's uptime, which counts whole seconds,
+// so rounded towards later; or from now, if that is sooner). On a Redis that
+// has been up for longer than MaxLease, a new namespace grants at once; on a
+// Redis that just started, even a new namespace waits out the rest of
+// MaxLease.
 //
 // Tokens after the guard are at least Redis's clock in microseconds at the
 // time of the grant, so they exceed every token issued before the loss, as

@@ -112,10 +112,16 @@ func (n *node) notElected(d time.Duration) {
 // waitEnded waits for the term to end.
 func (rec *termRecord) waitEnded(t *testing.T, within time.Duration) {
 	t.Helper()
+	timeout := time.NewTimer(max(within, 0))
+	defer timeout.Stop()
 	select {
 	case <-rec.ended:
-	case <-time.After(within):
-		t.Fatalf("term %v still not ended after %v", rec.term, within)
+	case <-timeout.C:
+		select {
+		case <-rec.ended:
+		default:
+			t.Fatalf("term %v still not ended after %v", rec.term, within)
+		}
 	}
 }
 

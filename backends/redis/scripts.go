@@ -164,9 +164,11 @@ local function check_meta()
     guard = NOW + MAXLEASE
   else
     -- An empty namespace: new, or lost in a restart. A restart happened
-    -- at the latest when this process booted.
+    -- at the latest when this process booted, and before now. INFO's
+    -- uptime is the difference of two whole seconds, up to a second more
+    -- than the time since boot: count a second less.
     local up = tonumber(string.match(info, 'uptime_in_seconds:(%%d+)') or '0')
-    guard = NOW - up * 1000000 + MAXLEASE
+    guard = NOW - math.max(0, up - 1) * 1000000 + MAXLEASE
   end
   if GUARD > guard then guard = GUARD end
   GUARD = guard
