@@ -28,10 +28,10 @@ func TestCutConnection(t *testing.T) {
 	b.notElected(testConfig.RenewInterval)
 
 	p.cut()
-	// A renewal in flight failed with the cut; none can succeed from now on,
-	// so the term's deadline is fixed.
-	deadline := time.Now().Add(ta.term.Remaining())
+	// A renewal whose reply was already on its way may still succeed; once
+	// one has failed, none can: the term's deadline is fixed.
 	a.waitState(runtime.Suspended, 2*testConfig.RenewInterval)
+	deadline := time.Now().Add(ta.term.Remaining())
 
 	ta.waitEnded(t, time.Until(deadline)+time.Second)
 	if ta.reason != runtime.DeadlinePassed {
