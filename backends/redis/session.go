@@ -205,7 +205,7 @@ func (s *session) Close(ctx context.Context) error {
 // backend's subscription (re)connects. fn runs on the backend's subscription
 // goroutine and must return quickly; calls of one watch never overlap. The
 // returned stop waits for a call of fn in progress, so fn must not call its
-// own stop. See [Backend] for the subscription.
+// own stop. The package documentation describes the subscription.
 func (s *session) Watch(name string, fn func()) (stop func()) {
 	return s.b.notify.watch(name, fn)
 }
