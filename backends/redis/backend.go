@@ -1,0 +1,295 @@
+package simbaredis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// DefaultPrefix is the key prefix of a [Backend] unless [WithPrefix] says
+// otherwise: its keys are "{simba}:…".
+const DefaultPrefix = "simba"
+
+// DefaultMaxLease is the longest session time to live a [Backend] grants
+// unless [WithMaxLease] says otherwise. It is also the amnesia guard's
+// lock-delay.
+const DefaultMaxLease = 60 * time.Second
+
+// maxPrefixLen bounds the prefix, so that keys stay short.
+const maxPrefixLen = 64
+
+// ErrLayout reports a namespace written by an incompatible version of this
+// package (its key layout version differs), so that two versions never share
+// a namespace silently. Use another prefix, or stop the other version.
+var ErrLayout = errors.New("simbaredis: incompatible key layout")
+
+// Backend is a Simba store in Redis: it implements [backends.Backend] and
+// [backends.StoreClock], and the sessions it opens implement
+// [backends.Session] and [backends.Notifier]. It is safe for concurrent use.
+// Create it with [New] or [Open]; end it with [Backend.Close].
+type Backend struct {
+	client     redis.UniversalClient
+	ownsClient bool
+	prefix     string
+	keys       layout
+	maxLease   time.Duration
+	maxLeaseUS string
+	logger     *slog.Logger
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	notify    notifier
+
+	guardLogged atomic.Int64 // Unix µs of the end of the last guard logged
+}
+
+var (
+	_ backends.Backend    = (*Backend)(nil)
+	_ backends.StoreClock = (*Backend)(nil)
+)
+
+// Option configures a [Backend].
+type Option func(*options)
+
+type options struct {
+	prefix   string
+	maxLease time.Duration
+	logger   *slog.Logger
+}
+
+// WithPrefix sets the key prefix: every key of the backend is
+// "{prefix}:…", one hash tag, so that the namespace lives in one Redis
+// Cluster slot. Backends with different prefixes share nothing. The prefix
+// is 1 to 64 characters of [A-Za-z0-9._:-]. The default is [DefaultPrefix].
+func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = prefix } }
+
+// WithMaxLease sets the longest session time to live the backend grants:
+// longer requests are clamped to it, and the reply says what was granted
+// (SPEC C2). It is also the amnesia guard's lock-delay: after Redis lost its
+// state, no lease is granted until d has passed (SPEC §15). Every node of a
+// namespace must use the same value. It must be at least a millisecond. The
+// default is [DefaultMaxLease].
+func WithMaxLease(d time.Duration) Option { return func(o *options) { o.maxLease = d } }
+
+// WithLogger sets the logger for the backend's few logs (the release
+// subscription reconnecting, the amnesia guard refusing grants). The default
+// discards them.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// New returns a backend that uses client, which stays the caller's: the
+// backend never closes it. It makes no call to Redis; every operation checks
+// the namespace itself, and [Backend.Check] does so up front.
+//
+// Every call takes a context whose deadline must bound the call (SPEC D2),
+// which go-redis honours only with ContextTimeoutEnabled. New returns an
+// error if client is a *redis.Client, *redis.ClusterClient or *redis.Ring
+// without it; for other implementations of redis.UniversalClient, the caller
+// makes sure.
+//
+// Call [Backend.Close] when done: it stops the backend's release
+// subscription.
+func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
+	if client == nil {
+		return nil, errors.New("simbaredis: New: nil client")
+	}
+	o := options{prefix: DefaultPrefix, maxLease: DefaultMaxLease}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := validPrefix(o.prefix); err != nil {
+		return nil, err
+	}
+	if o.maxLease < time.Millisecond {
+		return nil, fmt.Errorf("simbaredis: WithMaxLease(%v): want at least 1ms", o.maxLease)
+	}
+	if !contextTimeouts(client) {
+		return nil, fmt.Errorf("simbaredis: New: the client (%T) ignores context deadlines: set ContextTimeoutEnabled "+
+			"in its options, so that every call returns by its deadline (SPEC D2)", client)
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	b := &Backend{
+		client:     client,
+		prefix:     o.prefix,
+		keys:       newLayout(o.prefix),
+		maxLease:   o.maxLease,
+		maxLeaseUS: strconv.FormatInt(micros(o.maxLease), 10),
+		logger:     o.logger,
+	}
+	b.notify.init(b)
+	return b, nil
+}
+
+// contextTimeouts reports whether client honours context deadlines, as far
+// as its type tells.
+func contextTimeouts(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
+}
+
+func validPrefix(p string) error {
+	if p == "" || len(p) > maxPrefixLen {
+		return fmt.Errorf("simbaredis: WithPrefix(%q): %d bytes; want 1 to %d characters of [A-Za-z0-9._:-]", p, len(p), maxPrefixLen)
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return fmt.Errorf("simbaredis: WithPrefix(%q): byte %q at %d; want only [A-Za-z0-9._:-]", p, c, i)
+		}
+	}
+	return nil
+}
+
+// Open connects to the Redis server of a URL (redis://[[user]:password@]host[:port][/db],
+// rediss:// for TLS, unix://; go-redis's redis.ParseURL takes the
+// same query options) and returns a backend that owns the client: Close
+// closes it. It checks that Redis answers and that the namespace's layout
+// fits ([Backend.Check]). For Redis Cluster or Sentinel, build the client
+// and use [New]. Credentials in the URL never appear in errors or logs.
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
+	shown := redactURL(rawURL)
+	o, err := redis.ParseURL(rawURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // *url.Error repeats the URL, password included
+		}
+		return nil, fmt.Errorf("simbaredis: open %s: %w", shown, err)
+	}
+	o.ContextTimeoutEnabled = true
+	client := redis.NewClient(o)
+	b, err := New(client, opts...)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	b.ownsClient = true
+	if err := b.Check(ctx); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("simbaredis: open %s: %w", shown, err)
+	}
+	return b, nil
+}
+
+// redactURL returns the URL without its password (or its user, when it has
+// no password: go-redis then may take the user for a password) and without
+// its query. A URL that does not parse is not shown at all.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok && u.User.Username() != "" {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx")
+		}
+	}
+	u.RawQuery, u.ForceQuery, u.Fragment = "", false, ""
+	return u.String()
+}
+
+// Close stops the backend's release subscription, closes the client if the
+// backend opened it ([Open]), and makes every later call fail with
+// [backends.ErrClosed]. Sessions are not closed: close them first (the
+// runtime's Client.Close does), or they expire on their own. Closing twice
+// returns nil.
+func (b *Backend) Close() error {
+	var err error
+	b.closeOnce.Do(func() {
+		b.closed.Store(true)
+		b.notify.close()
+		if b.ownsClient {
+			err = b.client.Close()
+		}
+	})
+	return err
+}
+
+// Prefix returns the key prefix: the backend's keys are "{prefix}:…".
+func (b *Backend) Prefix() string { return b.prefix }
+
+// MaxLease returns the longest time to live the backend grants, which is
+// also its amnesia guard's lock-delay.
+func (b *Backend) MaxLease() time.Duration { return b.maxLease }
+
+// Check makes one call to Redis that checks the namespace: its layout
+// version (an error wrapping [ErrLayout] if another version of this package
+// wrote it), and whether Redis lost its state (starting the amnesia guard if
+// so). Every operation does the same, so calling it is optional; it is a way
+// to fail fast at start-up.
+func (b *Backend) Check(ctx context.Context) error {
+	_, err := b.run(ctx, scriptCheck, "check", "")
+	return err
+}
+
+// OpenSession opens a session that Redis expires ttl after its last renewal,
+// measured by Redis's clock. A ttl longer than MaxLease is clamped to it; the
+// reply says what was granted. A ttl below a microsecond is an error.
+// Sessions open during the amnesia guard; only grants wait.
+func (b *Backend) OpenSession(ctx context.Context, ttl time.Duration) (backends.Session, backends.Renewal, error) {
+	if ttl < time.Microsecond {
+		return nil, backends.Renewal{}, fmt.Errorf("simbaredis: open session: ttl %v; want at least 1µs", ttl)
+	}
+	ttl = min(ttl, b.maxLease)
+	id := newSessionID()
+	r, err := b.run(ctx, scriptOpen, "open session", id, micros(ttl))
+	if err != nil {
+		return nil, backends.Renewal{}, err
+	}
+	return &session{b: b, id: id}, renewal(r), nil
+}
+
+// StoreTime returns Redis's clock (TIME), read in one round trip.
+func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
+	if b.closed.Load() {
+		return time.Time{}, fmt.Errorf("simbaredis: store time: %w", backends.ErrClosed)
+	}
+	t, err := b.client.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, b.unavailable(ctx, "store time", err)
+	}
+	return t.UTC(), nil
+}
+
+// newSessionID returns 128 random bits in hex (SPEC S2).
+func newSessionID() string {
+	var id [16]byte
+	rand.Read(id[:]) // never fails (crypto/rand, Go ≥ 1.24)
+	return hex.EncodeToString(id[:])
+}
+
+// renewal decodes the reply of the open, keep-alive and owned scripts:
+// status, remaining (µs), now (µs), leases, version, groups.
+func renewal(r reply) backends.Renewal {
+	return backends.Renewal{
+		Remaining: fromMicros(r.int(1)),
+		StoreTime: storeTime(r.int(2)),
+		Digest:    digest(r),
+	}
+}
+
+func digest(r reply) backends.Digest {
+	return backends.Digest{Leases: int(r.int(3)), Version: uint64(r.int(4)), Groups: uint64(r.int(5))}
+}

@@ -1,0 +1,213 @@
+package simbaredis
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/backends"
+)
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	good := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer good.Close()
+	noDeadlines := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer noDeadlines.Close()
+	cases := []struct {
+		name   string
+		client redis.UniversalClient
+		opts   []Option
+		want   string // in the error
+	}{
+		{"nil client", nil, nil, "nil client"},
+		{"empty prefix", good, []Option{WithPrefix("")}, "WithPrefix"},
+		{"brace in prefix", good, []Option{WithPrefix("a{b}")}, "WithPrefix"},
+		{"long prefix", good, []Option{WithPrefix(strings.Repeat("p", 65))}, "WithPrefix"},
+		{"zero MaxLease", good, []Option{WithMaxLease(0)}, "WithMaxLease"},
+		{"sub-millisecond MaxLease", good, []Option{WithMaxLease(time.Microsecond)}, "WithMaxLease"},
+		{"no context deadlines", noDeadlines, nil, "ContextTimeoutEnabled"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := New(c.client, c.opts...)
+			if err == nil {
+				b.Close()
+				t.Fatalf("New = nil error; want one mentioning %q", c.want)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("New = %v; want an error mentioning %q", err, c.want)
+			}
+		})
+	}
+	b, err := New(good, WithPrefix("app-1.jobs:x_y"), WithMaxLease(time.Second))
+	if err != nil {
+		t.Fatalf("New with valid options: %v", err)
+	}
+	defer b.Close()
+	if b.Prefix() != "app-1.jobs:x_y" || b.MaxLease() != time.Second {
+		t.Errorf("Prefix, MaxLease = %q, %v", b.Prefix(), b.MaxLease())
+	}
+}
+
+// §12: credentials in URLs never appear in errors or logs.
+func TestRedactURL(t *testing.T) {
+	for _, raw := range []string{
+		"redis://user:s3cret@host:6379/0",
+		"redis://:s3cret@host:6379",
+		"redis://s3cret@host",
+		"rediss://user:s3cret@host/2?dial_timeout=3&client_name=s3cret",
+		"redis://user:s3cret@[::1", // does not parse
+		"redis://us%zzer:s3cret@host",
+	} {
+		if got := redactURL(raw); strings.Contains(got, "s3cret") {
+			t.Errorf("redactURL(%q) = %q; want the secret gone", raw, got)
+		}
+	}
+	if got := redactURL("redis://user:pw@host:6379/1"); got != "redis://user:xxxxx@host:6379/1" {
+		t.Errorf("redactURL = %q; want the user, host and database kept", got)
+	}
+}
+
+func TestOpen(t *testing.T) {
+	addr, admin := sharedRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	prefix := uniquePrefix()
+	b, err := Open(ctx, "redis://"+addr+"/0", WithPrefix(prefix))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { deleteKeys(t, admin, b.keys) })
+	s, _, err := b.OpenSession(ctx, time.Second)
+	if err != nil {
+		t.Fatalf("OpenSession: %v", err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Backend.Close: %v", err)
+	}
+	if err := b.client.Ping(ctx).Err(); !errors.Is(err, redis.ErrClosed) {
+		t.Errorf("the client Open made after Close: Ping = %v; want it closed", err)
+	}
+	if _, _, err := b.OpenSession(ctx, time.Second); !errors.Is(err, backends.ErrClosed) {
+		t.Errorf("OpenSession after Close = %v; want ErrClosed", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("second Close = %v; want nil", err)
+	}
+
+	for _, raw := range []string{
+		"http://user:s3cret@" + addr,           // wrong scheme
+		"redis://user:s3cret@" + addr + "/x",   // bad database
+		"redis://user:s3cret@127.0.0.1:1/0",    // nobody listens
+		"redis://user:s3cret@" + addr + "/0?x", // unknown option
+	} {
+		ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		b, err := Open(ctx, raw)
+		cancel()
+		if err == nil {
+			b.Close()
+			t.Errorf("Open(%q) = nil error; want one", redactURL(raw))
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open error %q shows the password", err)
+		}
+	}
+	ctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = Open(ctx, "redis://127.0.0.1:1/0")
+	if !errors.Is(err, backends.ErrUnavailable) {
+		t.Errorf("Open of a closed port = %v; want ErrUnavailable", err)
+	}
+}
+
+// A namespace written by another layout version is refused by every call.
+func TestLayoutMismatch(t *testing.T) {
+	addr, admin := sharedRedis(t)
+	b := newBackend(t, newClient(t, addr), admin)
+	ctx := context.Background()
+	if err := b.Check(ctx); err != nil {
+		t.Fatalf("Check of a new namespace: %v", err)
+	}
+	s, _, err := b.OpenSession(ctx, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.HSet(ctx, b.keys.meta(), "layout", "999").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Check(ctx); !errors.Is(err, ErrLayout) {
+		t.Errorf("Check = %v; want ErrLayout", err)
+	}
+	if _, _, err := b.OpenSession(ctx, time.Second); !errors.Is(err, ErrLayout) {
+		t.Errorf("OpenSession = %v; want ErrLayout", err)
+	}
+	if _, err := s.KeepAlive(ctx); !errors.Is(err, ErrLayout) {
+		t.Errorf("KeepAlive = %v; want ErrLayout", err)
+	}
+}
+
+// countCalls counts the commands a client sends.
+type countCalls struct{ n atomic.Int64 }
+
+func (c *countCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *countCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *countCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// S1, §12: every operation is one command, and a keep-alive stays one
+// command however many leases the session holds.
+func TestOneCommandPerCall(t *testing.T) {
+	addr, admin := sharedRedis(t)
+	client := newClient(t, addr)
+	var calls countCalls
+	client.AddHook(&calls)
+	b := newBackend(t, client, admin)
+	ctx := context.Background()
+	if err := b.Check(ctx); err != nil { // scripts loaded: no NOSCRIPT below
+		t.Fatal(err)
+	}
+	one := func(what string, f func() error) {
+		t.Helper()
+		before := calls.n.Load()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if n := calls.n.Load() - before; n != 1 {
+			t.Errorf("%s sent %d commands; want 1", what, n)
+		}
+	}
+	var s backends.Session
+	one("OpenSession", func() (err error) { s, _, err = b.OpenSession(ctx, 10*time.Second); return err })
+	defer s.Close(ctx)
+	one("Join", func() error { return s.Join(ctx, "group", 4) })
+	var tok backends.Token
+	for i := range 300 {
+		name := backends.PartitionName("lease", i)
+		one("Acquire", func() error { g, err := s.Acquire(ctx, name); tok = g.Token; return err })
+	}
+	one("KeepAlive with 300 leases", func() error { _, err := s.KeepAlive(ctx); return err })
+	one("PutValue", func() error { return s.PutValue(ctx, "lease.299", tok, []byte("v")) })
+	one("Release", func() error { return s.Release(ctx, "lease.299", tok) })
+	one("Owned", func() error { _, _, err := s.Owned(ctx); return err })
+	one("Members", func() error { _, err := s.Members(ctx, "group"); return err })
+	one("Leave", func() error { return s.Leave(ctx, "group") })
+	one("Close", func() error { return s.Close(ctx) })
+}

@@ -1,0 +1,184 @@
+// Package simbaredis is the Redis backend of Simba: sessions, leases, values
+// and groups in Redis, with one Lua script per operation. Its package name is
+// simbaredis, not redis, so that it does not clash with go-redis's package in
+// the code that uses both.
+//
+// It implements the contract of package backends in full and passes the
+// conformance suite (package backendtest) against a real Redis, including
+// the fault hooks: sessions expired behind the client's back, a Redis that
+// restarts without its data, and a Redis that cannot be reached.
+//
+// # Use
+//
+// With a go-redis client you already have (it stays yours: the backend never
+// closes it):
+//
+//	client := redis.NewClient(&redis.Options{
+//		Addr:                  "127.0.0.1:6379",
+//		ContextTimeoutEnabled: true, // required: calls must end by their deadline
+//	})
+//	b, err := simbaredis.New(client, simbaredis.WithPrefix("billing"))
+//	...
+//	defer b.Close() // stops the release subscription
+//	c, err := runtime.NewClient(b, runtime.DefaultConfig())
+//
+// From a URL, with a client the backend owns and closes:
+//
+//	b, err := simbaredis.Open(ctx, "redis://:password@10.0.0.7:6379/0")
+//
+// [Open] takes what go-redis's redis.ParseURL takes (redis://, rediss:// for
+// TLS, unix://, and its query options), checks that Redis answers and that
+// the namespace fits, and never shows the URL's credentials in an error or a
+// log line. For Redis Cluster or Sentinel, build the client
+// (redis.NewClusterClient, redis.NewFailoverClient) and use [New].
+//
+// Every call takes a context whose deadline bounds it (SPEC D2). go-redis
+// honours deadlines only with ContextTimeoutEnabled; [New] refuses a
+// *redis.Client, *redis.ClusterClient or *redis.Ring without it. Set its
+// retries low if you need failures reported fast: go-redis retries a failed
+// dial five times, 100 ms apart, by default.
+//
+// Options: [WithPrefix] (the namespace, default "simba"), [WithMaxLease]
+// (the longest session time to live granted, and the amnesia guard's
+// lock-delay; default 60 s; use the same value on every node) and
+// [WithLogger].
+//
+// # Keys
+//
+// All keys of a namespace start with the hash tag {prefix}, so that they live
+// in one Redis Cluster slot:
+//
+//	{p}:meta          hash: layout version, run id, guard, last token, revision
+//	{p}:sessions      sorted set: session id → expiry, in µs of Redis time
+//	{p}:s:<id>        hash: the session's time to live and digest counters
+//	{p}:o:<id>        hash: lease name → token, the leases the session holds
+//	{p}:j:<id>        set: the groups the session joined
+//	{p}:l:<name>      hash: holder session, token, value
+//	{p}:g:<group>     hash: partition count and epoch, while the group has members
+//	{p}:m:<group>     set: the group's members
+//	{p}:h:<group>     hash: partition index → holder
+//	{p}:released      pub/sub channel: the names of released leases
+//
+// A released lease's record keeps only its value, if one was stored (values
+// outlive terms and are never deleted); records of sessions that ended are
+// deleted. The layout is versioned: the meta hash records it, and every script
+// refuses a namespace written by another version with an error wrapping
+// [ErrLayout], so that two versions never share a namespace silently.
+//
+// On Redis Cluster, a script's first key (the meta hash) routes it; the
+// scripts build the other key names themselves, all in the same slot, which
+// Redis allows for scripts without a shebang line. PUBLISH on a cluster
+// reaches every node, so the release channel works there too.
+//
+// # Operations
+//
+// Every operation is one script, called with EVALSHA (and EVAL after a
+// NOSCRIPT reply), so it is one atomic round trip. Each script reads Redis's
+// clock (TIME): expiry is measured by Redis, never by a client's clock (SPEC
+// D1). Each checks, before it reads or writes anything else, that the
+// calling session is alive by that clock, so a command that reaches Redis
+// late — held back by the network or by go-redis's retries — can neither
+// extend nor revive a session that expired, nor release or write what
+// another session now holds (SPEC S3).
+//
+// A keep-alive costs the same whatever the number of leases held: it reads
+// the session's counters and the epochs of the groups it joined (SPEC S1).
+// Close and the end of an expired session cost one step per lease held.
+// Expired sessions are ended lazily: by the first script that meets them,
+// and by the renewal scripts, which end up to 16 expired sessions each
+// (oldest first), so that a crashed node's leases and memberships are
+// released, and watchers woken, within one renewal period of any live node.
+//
+// Tokens come from one counter per namespace: each new token is the larger
+// of the last token plus one and Redis's clock in microseconds, so tokens
+// increase across names, terms, expiries and restarts, and stay below 2^53,
+// the largest integer a Lua number holds exactly (until the year 2255).
+//
+// # Release notifications
+//
+// Releases, closes and the ends of expired sessions PUBLISH the lease name on
+// {p}:released. A backend keeps one subscription to it, started by the first
+// Watch of any of its sessions (see [backends.Notifier]) and ended by
+// [Backend.Close]; the engine ignores its own node's releases. The
+// subscription pings Redis when it has been silent for 5 s and reconnects,
+// with back-off, when the connection fails; since releases published while it
+// was down are lost, every reconnection wakes every watcher (a hint only:
+// candidates try again, which is always safe). A graceful hand-off therefore
+// takes a few round trips (about a millisecond on loopback), not a candidate's
+// retry interval.
+//
+// # The amnesia guard
+//
+// Redis often runs without persistence: a restart then forgets every
+// session, lease and token while clients still believe they hold leases
+// until their local deadlines. A restart that reloads an older snapshot, and
+// a fail-over to a replica that missed recent writes, bring back state older
+// than what clients believe. Handing a lease out at once would make two
+// leaders. So the backend detects that Redis may have lost state, and then
+// refuses every grant (Acquire fails with an error wrapping
+// [backends.ErrLeaseHeld] that says Redis is recovering) until MaxLease has
+// passed — by then every old holder's local deadline has passed, since no
+// session was granted more (SPEC §15, Chubby's lock-delay). Sessions may open
+// meanwhile; every session that existed before is ended, and its client opens
+// a new one.
+//
+// Detection compares Redis's run id, which changes with every process, with
+// the one recorded in the meta hash — not only a marker key, which an older
+// snapshot would bring back intact. Reading the run id (INFO, inside the
+// script, so in the same process that then runs the operation) costs more
+// than the rest of a script, so the scripts read it only when they may be
+// running in a new process: the script cache is not saved with the data, and
+// Redis empties it when it restarts and when a replica becomes the primary,
+// so a new process answers NOSCRIPT until one of the backend's scripts has run
+// in it; the backend resends the script after NOSCRIPT with a flag that
+// makes it check the run id first. The first script in a new process therefore
+// always checks, and on a mismatch starts the guard from that moment.
+//
+// A namespace whose meta hash is missing is either new or was lost with the
+// whole of Redis's data; the scripts cannot tell which, so they guard it until
+// MaxLease after Redis booted (from INFO's uptime, which counts whole seconds,
+// so rounded towards later; or from now, if that is sooner). On a Redis that
+// has been up for longer than MaxLease, a new namespace grants at once; on a
+// Redis that just started, even a new namespace waits out the rest of
+// MaxLease.
+//
+// Tokens after the guard are at least Redis's clock in microseconds at the
+// time of the grant, so they exceed every token issued before the loss, as
+// long as the clock of the Redis host did not go back by more than MaxLease.
+//
+// What the guard cannot cover:
+//
+//   - Keys deleted while Redis runs: FLUSHALL, FLUSHDB, a DEL of the meta hash
+//     (which the next script notices and guards from then on, but leases
+//     could be granted in between), and eviction. Run Redis with
+//     maxmemory-policy noeviction (the default) or on a dedicated instance:
+//     under an allkeys-* policy Redis may evict lease records and the token
+//     counter. A namespace deleted whole on a Redis up for longer than MaxLease
+//     looks new and grants at once.
+//   - An old primary that keeps serving clients after a replica was promoted
+//     in its place (a network partition with Sentinel or Cluster): both grant
+//     leases. Redis's min-replicas-to-write and min-replicas-max-lag narrow
+//     this window; fencing tokens close it.
+//   - A fail-over where the promoted replica's clock is behind the old
+//     primary's: tokens are taken from the clock, so they could go back by the
+//     difference. Keep the hosts' clocks in sync (SPEC §11); only fencing
+//     protects against a stepped clock.
+//
+// Asynchronous replication (SPEC §11): a fail-over can lose recent writes —
+// grants, releases, renewals, the token counter. The promoted replica answers
+// NOSCRIPT, so the guard starts, every session is ended, and tokens stay above
+// those issued before (the tests cover restarts and reloads, not fail-overs);
+// the writes themselves are lost, including values
+// stored with PutValue (a schedule may then run a slot again). Persistence
+// (appendonly) narrows what a restart loses but does not make the guard
+// unnecessary: after any restart, reload or fail-over, no grant for MaxLease.
+//
+// # Errors
+//
+// A session that expired, was closed or was lost: an error wrapping
+// [backends.ErrSessionExpired]. A lease held, or the guard: wrapping
+// [backends.ErrLeaseHeld]. Network errors, timeouts and error replies from
+// Redis: wrapping both [backends.ErrUnavailable] and go-redis's error (or the
+// context's). A namespace of another layout version: wrapping [ErrLayout]. A
+// closed backend: wrapping [backends.ErrClosed].
+package simbaredis

@@ -1,0 +1,358 @@
+package simbaredis
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/internal/testservers"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain())
+	}
+	// go-redis logs failed dials to a package-global logger; the fault
+	// tests cause plenty of them.
+	redis.SetLogger(quietLogger{})
+	goleak.VerifyTestMain(m)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// waitGuard waits until b grants leases: on a namespace in a Redis that
+// booted less than MaxLease ago the amnesia guard refuses them (SPEC §15).
+func waitGuard(t testing.TB, b *Backend) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), b.MaxLease()+5*time.Second)
+	defer cancel()
+	s, _, err := b.OpenSession(ctx, time.Minute)
+	if err != nil {
+		t.Fatalf("waitGuard: OpenSession: %v", err)
+	}
+	defer s.Close(ctx)
+	for {
+		g, err := s.Acquire(ctx, "probe")
+		if err == nil {
+			s.Release(ctx, "probe", g.Token)
+			return
+		}
+		if !errors.Is(err, backends.ErrLeaseHeld) {
+			t.Fatalf("waitGuard: Acquire: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if _, err := s.KeepAlive(ctx); err != nil {
+			t.Fatalf("waitGuard: KeepAlive: %v", err)
+		}
+	}
+}
+
+// clientOptions are the go-redis options of the tests' clients: deadlines
+// from contexts (SPEC D2), and few retries, so that a fault shows up at once
+// rather than after go-redis's dial retries (5 × 100 ms by default).
+func clientOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            1,
+		DialerRetries:         1,
+		DialTimeout:           time.Second,
+	}
+}
+
+// newClient returns a client of addr, closed when the test ends.
+func newClient(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(clientOptions(addr))
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// uniquePrefix returns a key prefix no other test uses.
+func uniquePrefix() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "simbatest-" + hex.EncodeToString(b[:])
+}
+
+// newBackend returns a backend on client with a fresh prefix. When the test
+// ends it is closed and its keys are deleted (through admin, a client that
+// reaches Redis directly, since client may go through a cut proxy).
+func newBackend(t testing.TB, client redis.UniversalClient, admin *redis.Client, opts ...Option) *Backend {
+	t.Helper()
+	prefix := uniquePrefix()
+	b, err := New(client, append([]Option{WithPrefix(prefix)}, opts...)...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		b.Close()
+		deleteKeys(t, admin, b.keys)
+	})
+	return b
+}
+
+// deleteKeys deletes every key of a namespace.
+func deleteKeys(t testing.TB, c *redis.Client, l layout) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	iter := c.Scan(ctx, 0, l.pattern(), 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Logf("scanning the keys of %s: %v", l, err)
+		return
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), 1000)
+		if err := c.Del(ctx, keys[:n]...).Err(); err != nil {
+			t.Logf("deleting the keys of %s: %v", l, err)
+			return
+		}
+		keys = keys[n:]
+	}
+}
+
+// sharedRedis returns the address of the shared Redis and a client of it.
+func sharedRedis(t testing.TB) (string, *redis.Client) {
+	t.Helper()
+	addr := testservers.Redis(t)
+	return addr, newClient(t, addr)
+}
+
+// redisServer is a private redis-server a test starts itself, so that it can
+// stop and restart it; the shared one on 6379 is never restarted.
+type redisServer struct {
+	t    testing.TB
+	addr string
+	dir  string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	out  bytes.Buffer
+}
+
+// startRedis starts a redis-server on a free loopback port, without
+// persistence unless a test asks for snapshots with SAVE (they go to a
+// private directory). It is stopped when the test ends.
+func startRedis(t testing.TB) *redisServer {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		testservers.Redis(t) // skips, or fails where services are required
+		t.Skipf("redis-server not installed: %v", err)
+	}
+	s := &redisServer{t: t, addr: freeAddr(t), dir: t.TempDir()}
+	s.start()
+	t.Cleanup(s.kill)
+	return s
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// start starts the server (again) on the same port and directory, and waits
+// until it answers. A dump.rdb in the directory is loaded.
+func (s *redisServer) start() {
+	s.t.Helper()
+	_, port, _ := net.SplitHostPort(s.addr)
+	s.mu.Lock()
+	s.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", port, "--dir", s.dir,
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no")
+	s.out.Reset()
+	s.cmd.Stdout = &lockedWriter{mu: &s.mu, w: &s.out}
+	s.cmd.Stderr = s.cmd.Stdout
+	if err := s.cmd.Start(); err != nil {
+		s.mu.Unlock()
+		s.t.Fatalf("starting redis-server: %v", err)
+	}
+	done := make(chan struct{})
+	s.done = done
+	cmd := s.cmd
+	s.mu.Unlock()
+	go func() { cmd.Wait(); close(done) }()
+
+	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DialerRetries: 1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-done:
+			s.t.Fatalf("redis-server on %s exited: %s", s.addr, s.output())
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redis-server on %s not answering: %v\n%s", s.addr, err, s.output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *redisServer) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+// shutdownNoSave stops the server with SHUTDOWN NOSAVE (losing everything
+// since the last SAVE) and waits until the process has exited.
+func (s *redisServer) shutdownNoSave() {
+	s.t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.ShutdownNoSave(ctx) // the connection drops: the error says nothing
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.t.Fatalf("redis-server on %s did not exit after SHUTDOWN NOSAVE", s.addr)
+	}
+}
+
+// restart is SHUTDOWN NOSAVE and a start on the same port.
+func (s *redisServer) restart() {
+	s.t.Helper()
+	s.shutdownNoSave()
+	s.start()
+}
+
+func (s *redisServer) kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	select {
+	case <-done:
+	default:
+		cmd.Process.Kill()
+		<-done
+	}
+}
+
+// runID returns the server's run id.
+func runID(t testing.TB, c *redis.Client) string {
+	t.Helper()
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatalf("INFO server: %v", err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return v
+		}
+	}
+	t.Fatalf("INFO server has no run_id:\n%s", info)
+	return ""
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
+
+// toxiServer is the in-process toxiproxy server the tests' proxies belong
+// to (no HTTP API is started).
+var toxiServer = sync.OnceValue(func() *toxiproxy.ApiServer {
+	return toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+})
+
+// proxy is a TCP proxy between a client and Redis, to cut the connection
+// (Stop: open connections are closed and new ones refused), heal it (Start)
+// or slow it (latency toxics).
+type proxy struct {
+	t *testing.T
+	p *toxiproxy.Proxy
+}
+
+var proxyCount struct {
+	sync.Mutex
+	n int
+}
+
+func newProxy(t *testing.T, upstream string) *proxy {
+	t.Helper()
+	proxyCount.Lock()
+	proxyCount.n++
+	name := "redis-" + strconv.Itoa(proxyCount.n)
+	proxyCount.Unlock()
+	p := toxiproxy.NewProxy(toxiServer(), name, "127.0.0.1:0", upstream)
+	if err := p.Start(); err != nil {
+		t.Fatalf("starting proxy to %s: %v", upstream, err)
+	}
+	t.Cleanup(func() {
+		p.Toxics.ResetToxics(context.Background())
+		p.Stop()
+	})
+	return &proxy{t: t, p: p}
+}
+
+func (p *proxy) addr() string { return p.p.Listen }
+
+// cut closes every connection through the proxy and refuses new ones.
+func (p *proxy) cut() { p.p.Stop() }
+
+// heal accepts connections again, on the same port.
+func (p *proxy) heal() {
+	p.t.Helper()
+	if err := p.p.Start(); err != nil {
+		p.t.Fatalf("restarting proxy: %v", err)
+	}
+}
+
+// delay adds d of latency to everything Redis sends back (the replies).
+func (p *proxy) delay(d time.Duration) (undo func()) {
+	p.t.Helper()
+	name := fmt.Sprintf("latency-%d", time.Now().UnixNano())
+	js := fmt.Sprintf(`{"name":%q,"type":"latency","stream":"downstream","attributes":{"latency":%d}}`, name, d.Milliseconds())
+	if _, err := p.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+		p.t.Fatalf("adding latency toxic: %v", err)
+	}
+	return func() { p.p.Toxics.RemoveToxic(context.Background(), name) }
+}

@@ -1,0 +1,469 @@
+package simbaredis
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// Every operation is one Lua script, run with EVALSHA (EVAL after a
+// NOSCRIPT reply), so that it is one atomic round trip. Every script starts
+// with the prelude below:
+//
+//   - It reads Redis's clock (TIME): expiry is measured by Redis, never by the
+//     client (SPEC D1). Redis ≥ 5 replicates a script's effects, not the
+//     script, so reading the clock before writing is allowed.
+//   - It checks the namespace's meta hash: the layout version (refusing
+//     another version, [ErrLayout]) and, when the meta hash is missing or the
+//     Go side just got NOSCRIPT, the Redis run id (the amnesia guard, SPEC
+//     §15; see check_meta).
+//
+// The renewal scripts (open, keep-alive, owned, members, check) also reap a
+// few expired sessions, the oldest first, so that leases and memberships of
+// crashed nodes are released, and watchers woken, within one renewal period
+// of any node; the others check only the sessions they touch.
+//
+// Then the operation checks that the calling session is alive by Redis's
+// clock — reaping it if it has just expired — before it reads or writes
+// anything else, so that a call that reaches Redis late can neither extend
+// nor revive a session that expired meanwhile, nor touch what another
+// session now holds (SPEC S3).
+//
+// The meta hash {p}:meta holds:
+//
+//	layout  the layout version (layoutVersion)
+//	run     the run id of the Redis process that last checked it
+//	guard   no new lease is granted before this instant (µs of Redis time)
+//	token   the last token issued (tokens are max(token+1, now in µs))
+//	rev     a namespace-wide revision, the source of group epochs
+//
+// Times are microseconds of Redis time (about 1.8e15 today), tokens are at
+// most 2^53-1: both are exact in Lua's doubles. redis.call formats number
+// arguments with %.17g, which is exact for them; tostring would round them
+// (it uses %.14g), so the scripts never use it, nor string.format, which
+// costs more than a redis.call.
+//
+// The scripts touch keys they do not declare in KEYS (they build them from
+// the namespace's base, ARGV[2]); KEYS[1] is the meta hash, which routes the
+// call in Redis Cluster. All of them share the hash tag "{prefix}", so they
+// live in one slot; scripts without a shebang line may do this.
+const luaPrelude = `
+local META = KEYS[1]
+local FRESH = ARGV[1] == '1'
+local P = ARGV[2]
+local MAXLEASE = tonumber(ARGV[3])
+local SID = ARGV[4]
+%s
+local LAYOUT = %q
+local REAP = 16
+local MAXTOKEN = 9007199254740991
+
+local clock = redis.call('TIME')
+local NOW = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+
+local function next_rev() return redis.call('HINCRBY', META, 'rev', 1) end
+
+-- The inverse of backends.PartitionName: "group.i" with i decimal, no
+-- leading zero, below 65536.
+local function split_partition(name)
+  local g, d = string.match(name, '^(.+)%%.(%%d+)$')
+  if not g or (#d > 1 and string.sub(d, 1, 1) == '0') or #d > 5 then return nil end
+  local i = tonumber(d)
+  if i >= 65536 then return nil end
+  return g, i
+end
+
+-- A partition lease changed holder (holder nil: released): keep the group's
+-- holder index, and bump the group's epoch if it has members and the index
+-- is one of its partitions.
+local function touch_partition(name, holder)
+  local g, i = split_partition(name)
+  if not g then return end
+  if holder then
+    redis.call('HSET', holders_key(g), i, holder)
+  else
+    redis.call('HDEL', holders_key(g), i)
+  end
+  local parts = tonumber(redis.call('HGET', group_key(g), 'parts') or '0')
+  if i < parts then redis.call('HSET', group_key(g), 'epoch', next_rev()) end
+end
+
+local function leave_group(id, g)
+  redis.call('SREM', members_key(g), id)
+  redis.call('SREM', joined_key(id), g)
+  if redis.call('SCARD', members_key(g)) == 0 then
+    redis.call('DEL', group_key(g))
+  else
+    redis.call('HSET', group_key(g), 'epoch', next_rev())
+  end
+end
+
+-- end_session releases everything a session holds (waking watchers), ends
+-- its memberships and deletes it: the session closed or expired.
+local function end_session(id)
+  local owned = redis.call('HGETALL', owned_key(id))
+  for i = 1, #owned, 2 do
+    local name = owned[i]
+    local lk = lease_key(name)
+    if redis.call('HGET', lk, 's') == id then
+      redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
+      touch_partition(name, nil)
+    end
+    redis.call('PUBLISH', CHANNEL, name)
+  end
+  for _, g in ipairs(redis.call('SMEMBERS', joined_key(id))) do leave_group(id, g) end
+  redis.call('DEL', sess_key(id), owned_key(id), joined_key(id))
+  redis.call('ZREM', SESSIONS, id)
+end
+
+-- alive reports whether session id is alive by Redis's clock; a session
+-- whose expiry has passed is ended here and now.
+local function alive(id)
+  local e = redis.call('ZSCORE', SESSIONS, id)
+  if not e then return false end
+  if tonumber(e) <= NOW then
+    end_session(id)
+    return false
+  end
+  return true
+end
+
+-- The amnesia guard (SPEC §15). A Redis process that restarted without its
+-- data, reloaded an older snapshot, or is a replica promoted after a
+-- fail-over may have forgotten leases that clients still believe they hold.
+-- The Go side runs a script with FRESH set only after a NOSCRIPT reply, and
+-- a process answers NOSCRIPT until one of our scripts ran in it: so before
+-- any script runs in a new process, one runs with FRESH and compares the
+-- process's run id (INFO, read inside the script, so in the same process)
+-- with the one recorded in the meta hash. On a mismatch, or when the meta
+-- hash is missing, nothing in the namespace can be trusted: every session is
+-- ended, and no lease is granted until MaxLease has passed since the loss,
+-- by when every old holder's local deadline has passed.
+local GUARD, TOKEN = 0, 0 -- from the meta hash, read by check_meta
+
+local function check_meta()
+  local m = redis.call('HMGET', META, 'layout', 'run', 'guard', 'token')
+  if m[1] and m[1] ~= LAYOUT then return {'LAYOUT', m[1]} end
+  GUARD, TOKEN = tonumber(m[3] or '0'), tonumber(m[4] or '0')
+  if m[1] and not FRESH then return nil end
+  local info = redis.call('INFO', 'server')
+  local run = string.match(info, 'run_id:(%%x+)') or '?'
+  if m[1] and m[2] == run then return nil end
+  local guard
+  if m[1] or redis.call('ZCARD', SESSIONS) > 0 then
+    -- Another process, or a namespace that lost its meta hash only: the
+    -- loss happened at the latest now.
+    guard = NOW + MAXLEASE
+  else
+    -- An empty namespace: new, or lost in a restart. A restart happened
+    -- at the latest when this process booted, and before now. INFO's
+    -- uptime is the difference of two whole seconds, up to a second more
+    -- than the time since boot: count a second less.
+    local up = tonumber(string.match(info, 'uptime_in_seconds:(%%d+)') or '0')
+    guard = NOW - math.max(0, up - 1) * 1000000 + MAXLEASE
+  end
+  if GUARD > guard then guard = GUARD end
+  GUARD = guard
+  for _, id in ipairs(redis.call('ZRANGE', SESSIONS, 0, -1)) do end_session(id) end
+  redis.call('HSET', META, 'layout', LAYOUT, 'run', run, 'guard', guard)
+  return nil
+end
+
+-- session reads the session hash: ttl, ver, mrev.
+local function session(id)
+  return redis.call('HMGET', sess_key(id), 'ttl', 'ver', 'mrev')
+end
+
+-- The reply of OpenSession, KeepAlive and Owned: status, remaining (µs),
+-- now (µs), and the digest (leases, version, groups), from the session
+-- hash s. Its cost grows with the groups joined, never with the leases held
+-- (SPEC S1).
+local function renewal(id, s, remaining)
+  local groups = tonumber(s[3] or '0')
+  for _, g in ipairs(redis.call('SMEMBERS', joined_key(id))) do
+    local e = tonumber(redis.call('HGET', group_key(g), 'epoch') or '0')
+    if e > groups then groups = e end
+  end
+  return {'OK', remaining, NOW, redis.call('HLEN', owned_key(id)), tonumber(s[2] or '0'), groups}
+end
+
+-- prune ends the memberships of group g's members that are not alive.
+local function prune(g)
+  for _, id in ipairs(redis.call('SMEMBERS', members_key(g))) do
+    if not alive(id) and redis.call('SISMEMBER', members_key(g), id) == 1 then
+      leave_group(id, g)
+    end
+  end
+end
+
+-- reap ends a few sessions whose expiry has passed, the oldest first. The
+-- renewal scripts call it, so that leases and memberships of crashed nodes
+-- are released within one renewal period of any node.
+local function reap()
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', SESSIONS, '-inf', NOW, 'LIMIT', 0, REAP)) do
+    end_session(id)
+  end
+end
+
+local bad = check_meta()
+if bad then return bad end
+`
+
+// The operations. ARGV[5...] are each one's arguments.
+var (
+	// ARGV[5]: the granted time to live in µs. Idempotent, so that a retry
+	// of a call whose reply was lost does no harm.
+	scriptOpen = newScript("open", `
+reap()
+if redis.call('ZSCORE', SESSIONS, SID) then
+  if not alive(SID) then return {'EXPIRED'} end
+else
+  redis.call('HSET', sess_key(SID), 'ttl', ARGV[5], 'ver', 0, 'mrev', 0)
+end
+local s = session(SID)
+local ttl = tonumber(s[1])
+redis.call('ZADD', SESSIONS, NOW + ttl, SID)
+return renewal(SID, s, ttl)
+`)
+
+	scriptKeepAlive = newScript("keep-alive", `
+reap()
+if not alive(SID) then return {'EXPIRED'} end
+local s = session(SID)
+local ttl = tonumber(s[1])
+redis.call('ZADD', SESSIONS, NOW + ttl, SID)
+return renewal(SID, s, ttl)
+`)
+
+	scriptOwned = newScript("owned", `
+reap()
+if not alive(SID) then return {'EXPIRED'} end
+local r = renewal(SID, session(SID), 0)
+r[7] = redis.call('HGETALL', owned_key(SID))
+return r
+`)
+
+	// ARGV[5]: the lease name. Reply: OK, token, has value (0/1), value.
+	scriptAcquire = newScript("acquire", `
+if not alive(SID) then return {'EXPIRED'} end
+local name = ARGV[5]
+local lk = lease_key(name)
+local cur = redis.call('HMGET', lk, 's', 't', 'v')
+local function granted(tok)
+  if cur[3] then return {'OK', tok, 1, cur[3]} end
+  return {'OK', tok, 0, ''}
+end
+if cur[1] == SID then return granted(cur[2]) end
+if cur[1] and alive(cur[1]) then return {'HELD'} end
+if NOW < GUARD then return {'RECOVERING', GUARD - NOW} end
+local tok = math.max(TOKEN + 1, NOW)
+if tok > MAXTOKEN then return {'TOKENS'} end
+redis.call('HSET', META, 'token', tok)
+redis.call('HSET', lk, 's', SID, 't', tok)
+redis.call('HSET', owned_key(SID), name, tok)
+redis.call('HINCRBY', sess_key(SID), 'ver', 1)
+touch_partition(name, SID)
+return granted(tok)
+`)
+
+	// ARGV[5]: the lease name; ARGV[6]: the token.
+	scriptRelease = newScript("release", `
+if not alive(SID) then return {'EXPIRED'} end
+local name = ARGV[5]
+local lk = lease_key(name)
+local cur = redis.call('HMGET', lk, 's', 't')
+if cur[1] == SID and cur[2] == ARGV[6] then
+  redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
+  redis.call('HDEL', owned_key(SID), name)
+  redis.call('HINCRBY', sess_key(SID), 'ver', 1)
+  touch_partition(name, nil)
+  redis.call('PUBLISH', CHANNEL, name)
+end
+return {'OK'}
+`)
+
+	// ARGV[5]: the lease name; ARGV[6]: the token; ARGV[7]: the value.
+	scriptPutValue = newScript("put value", `
+if not alive(SID) then return {'EXPIRED'} end
+local lk = lease_key(ARGV[5])
+local cur = redis.call('HMGET', lk, 's', 't')
+if cur[1] ~= SID or cur[2] ~= ARGV[6] then return {'NOTHOLDER'} end
+redis.call('HSET', lk, 'v', ARGV[7])
+return {'OK'}
+`)
+
+	// ARGV[5]: the group; ARGV[6]: its partition count.
+	scriptJoin = newScript("join", `
+if not alive(SID) then return {'EXPIRED'} end
+local g, n = ARGV[5], ARGV[6]
+prune(g)
+local parts = redis.call('HGET', group_key(g), 'parts')
+if parts and parts ~= n then return {'MISMATCH', tonumber(parts)} end
+if redis.call('SISMEMBER', members_key(g), SID) == 1 then return {'OK'} end
+redis.call('SADD', members_key(g), SID)
+redis.call('SADD', joined_key(SID), g)
+redis.call('HSET', group_key(g), 'parts', n, 'epoch', next_rev())
+return {'OK'}
+`)
+
+	// ARGV[5]: the group.
+	scriptLeave = newScript("leave", `
+if not alive(SID) then return {'EXPIRED'} end
+redis.call('SREM', joined_key(SID), ARGV[5])
+if redis.call('SISMEMBER', members_key(ARGV[5]), SID) == 1 then
+  leave_group(SID, ARGV[5])
+  redis.call('HSET', sess_key(SID), 'mrev', next_rev())
+end
+return {'OK'}
+`)
+
+	// ARGV[5]: the group. Reply: OK, partitions, members, holders as a flat
+	// list of partition index and session id.
+	scriptMembers = newScript("members", `
+reap()
+if not alive(SID) then return {'EXPIRED'} end
+local g = ARGV[5]
+prune(g)
+local parts = tonumber(redis.call('HGET', group_key(g), 'parts') or '0')
+if parts == 0 then return {'OK', 0, {}, {}} end
+local holders = {}
+local h = redis.call('HGETALL', holders_key(g))
+for i = 1, #h, 2 do
+  if tonumber(h[i]) < parts and alive(h[i + 1]) then
+    holders[#holders + 1] = h[i]
+    holders[#holders + 1] = h[i + 1]
+  end
+end
+return {'OK', parts, redis.call('SMEMBERS', members_key(g)), holders}
+`)
+
+	scriptClose = newScript("close", `
+if redis.call('ZSCORE', SESSIONS, SID) then end_session(SID) end
+return {'OK'}
+`)
+
+	// The prelude alone: checks the layout and the run id, reaps.
+	scriptCheck = newScript("check", `
+reap()
+return {'OK'}
+`)
+)
+
+// script is one operation's Lua source, prelude included, and its SHA1.
+type script struct {
+	name string
+	src  string
+	sha  string
+}
+
+func newScript(name, body string) *script {
+	src := fmt.Sprintf(luaPrelude, luaKeys(), layoutVersion) + body
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// reply is a script's answer: a status and the operation's values.
+type reply []any
+
+func (r reply) status() string {
+	if len(r) == 0 {
+		return ""
+	}
+	s, _ := r[0].(string)
+	return s
+}
+
+// int returns element i as an integer (0 if it is missing or not one).
+func (r reply) int(i int) int64 {
+	if i >= len(r) {
+		return 0
+	}
+	switch v := r[i].(type) {
+	case int64:
+		return v
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func (r reply) str(i int) string {
+	if i >= len(r) {
+		return ""
+	}
+	s, _ := r[i].(string)
+	return s
+}
+
+func (r reply) list(i int) []any {
+	if i >= len(r) {
+		return nil
+	}
+	l, _ := r[i].([]any)
+	return l
+}
+
+// run runs sc for session sid (or "") with the operation's arguments, as one
+// round trip: EVALSHA, and EVAL with the fresh flag after NOSCRIPT (a Redis
+// process that never ran the script: see check_meta). It maps the statuses
+// every script can return (LAYOUT, EXPIRED) and driver errors to errors;
+// other statuses are the caller's.
+func (b *Backend) run(ctx context.Context, sc *script, what string, sid string, args ...any) (reply, error) {
+	if b.closed.Load() {
+		return nil, fmt.Errorf("simbaredis: %s: %w", what, backends.ErrClosed)
+	}
+	argv := make([]any, 0, 4+len(args))
+	argv = append(argv, "0", b.keys.base, b.maxLeaseUS, sid)
+	argv = append(argv, args...)
+	keys := []string{b.keys.meta()}
+	res, err := b.client.EvalSha(ctx, sc.sha, keys, argv...).Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		argv[0] = "1"
+		res, err = b.client.Eval(ctx, sc.src, keys, argv...).Result()
+	}
+	if err != nil {
+		return nil, b.unavailable(ctx, what, err)
+	}
+	r, ok := res.([]any)
+	if !ok || reply(r).status() == "" {
+		return nil, fmt.Errorf("simbaredis: %s: unexpected reply %v from the %s script: %w",
+			what, res, sc.name, backends.ErrUnavailable)
+	}
+	rep := reply(r)
+	switch rep.status() {
+	case "LAYOUT":
+		return nil, fmt.Errorf("simbaredis: %s: namespace %s has key layout version %s, this package uses %s: %w",
+			what, b.keys, rep.str(1), layoutVersion, ErrLayout)
+	case "EXPIRED":
+		return nil, fmt.Errorf("simbaredis: %s: session %s: %w", what, sid, backends.ErrSessionExpired)
+	case "TOKENS":
+		return nil, fmt.Errorf("simbaredis: %s: the token counter of namespace %s reached 2^53, the largest token Lua can hold", what, b.keys)
+	}
+	return rep, nil
+}
+
+// unavailable wraps a driver error, which means the store could not be
+// reached, did not answer in time, or refused to serve (an error reply). If
+// the call's context ended, the error wraps the context's error too: go-redis
+// reports a deadline it turned into a socket timeout as an i/o timeout.
+func (b *Backend) unavailable(ctx context.Context, what string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		return fmt.Errorf("simbaredis: %s: %w: %w: %w", what, backends.ErrUnavailable, ctxErr, err)
+	}
+	return fmt.Errorf("simbaredis: %s: %w: %w", what, backends.ErrUnavailable, err)
+}
+
+func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
+
+func fromMicros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+func storeTime(us int64) time.Time { return time.UnixMicro(us).UTC() }

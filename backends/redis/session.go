@@ -1,0 +1,228 @@
+package simbaredis
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// session is a client's handle on a session in Redis. It holds only the id:
+// every call is a script that checks, by Redis's clock, that the session is
+// alive, so a session Redis forgot (expired, closed, lost) stays dead (SPEC
+// S3).
+type session struct {
+	b  *Backend
+	id string
+}
+
+var (
+	_ backends.Session  = (*session)(nil)
+	_ backends.Notifier = (*session)(nil)
+)
+
+func (s *session) ID() backends.SessionID { return backends.SessionID(s.id) }
+
+func (s *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
+	r, err := s.b.run(ctx, scriptKeepAlive, "keep-alive", s.id)
+	if err != nil {
+		return backends.Renewal{}, err
+	}
+	return renewal(r), nil
+}
+
+func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, error) {
+	r, err := s.b.run(ctx, scriptOwned, "owned", s.id)
+	if err != nil {
+		return nil, backends.Digest{}, err
+	}
+	flat := r.list(6)
+	held := make([]backends.Held, 0, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		name, _ := flat[i].(string)
+		tok, _ := flat[i+1].(string)
+		n, err := strconv.ParseInt(tok, 10, 64)
+		if err != nil {
+			return nil, backends.Digest{}, fmt.Errorf("simbaredis: owned: lease %q has token %q: %w", name, tok, err)
+		}
+		held = append(held, backends.Held{Name: name, Token: backends.Token(n)})
+	}
+	slices.SortFunc(held, func(a, b backends.Held) int { return cmp.Compare(a.Name, b.Name) })
+	return held, digest(r), nil
+}
+
+func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, error) {
+	if err := backends.ValidateName(name); err != nil {
+		return backends.Grant{}, fmt.Errorf("simbaredis: acquire: %w", err)
+	}
+	r, err := s.b.run(ctx, scriptAcquire, "acquire", s.id, name)
+	if err != nil {
+		return backends.Grant{}, err
+	}
+	switch r.status() {
+	case "OK":
+		tok := r.int(1)
+		if tok <= 0 {
+			return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: token %q from Redis", name, r.str(1))
+		}
+		g := backends.Grant{Token: backends.Token(tok)}
+		if r.int(2) == 1 {
+			g.Value = []byte(r.str(3))
+		}
+		return g, nil
+	case "HELD":
+		return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: %w", name, backends.ErrLeaseHeld)
+	case "RECOVERING":
+		wait := fromMicros(r.int(1))
+		s.b.logGuard(wait)
+		return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: Redis lost its state (restart, older snapshot or "+
+			"fail-over); recovering, no grants for another %v: %w", name, wait.Round(time.Millisecond), backends.ErrLeaseHeld)
+	}
+	return backends.Grant{}, s.b.unexpected("acquire", r)
+}
+
+func (s *session) Release(ctx context.Context, name string, token backends.Token) error {
+	if err := backends.ValidateName(name); err != nil {
+		return fmt.Errorf("simbaredis: release: %w", err)
+	}
+	r, err := s.b.run(ctx, scriptRelease, "release", s.id, name, int64(token))
+	if err != nil {
+		return err
+	}
+	if r.status() != "OK" {
+		return s.b.unexpected("release", r)
+	}
+	return nil
+}
+
+func (s *session) PutValue(ctx context.Context, name string, token backends.Token, value []byte) error {
+	if err := backends.ValidateName(name); err != nil {
+		return fmt.Errorf("simbaredis: put value: %w", err)
+	}
+	if len(value) > backends.MaxValueSize {
+		return fmt.Errorf("simbaredis: put value %q: %d bytes, want at most %d: %w",
+			name, len(value), backends.MaxValueSize, backends.ErrValueTooLarge)
+	}
+	r, err := s.b.run(ctx, scriptPutValue, "put value", s.id, name, int64(token), value)
+	if err != nil {
+		return err
+	}
+	switch r.status() {
+	case "OK":
+		return nil
+	case "NOTHOLDER":
+		return fmt.Errorf("simbaredis: put value %q with token %d: %w", name, token, backends.ErrNotHolder)
+	}
+	return s.b.unexpected("put value", r)
+}
+
+func (s *session) Join(ctx context.Context, group string, partitions int) error {
+	if err := backends.ValidateGroup(group, partitions); err != nil {
+		return fmt.Errorf("simbaredis: join: %w", err)
+	}
+	r, err := s.b.run(ctx, scriptJoin, "join", s.id, group, partitions)
+	if err != nil {
+		return err
+	}
+	switch r.status() {
+	case "OK":
+		return nil
+	case "MISMATCH":
+		return fmt.Errorf("simbaredis: join %q with %d partitions, its members have %d: %w",
+			group, partitions, r.int(1), backends.ErrGroupMismatch)
+	}
+	return s.b.unexpected("join", r)
+}
+
+func (s *session) Leave(ctx context.Context, group string) error {
+	if err := backends.ValidateName(group); err != nil {
+		return fmt.Errorf("simbaredis: leave: %w", err)
+	}
+	r, err := s.b.run(ctx, scriptLeave, "leave", s.id, group)
+	if err != nil {
+		return err
+	}
+	if r.status() != "OK" {
+		return s.b.unexpected("leave", r)
+	}
+	return nil
+}
+
+func (s *session) Members(ctx context.Context, group string) (backends.GroupView, error) {
+	if err := backends.ValidateName(group); err != nil {
+		return backends.GroupView{}, fmt.Errorf("simbaredis: members: %w", err)
+	}
+	r, err := s.b.run(ctx, scriptMembers, "members", s.id, group)
+	if err != nil {
+		return backends.GroupView{}, err
+	}
+	if r.status() != "OK" {
+		return backends.GroupView{}, s.b.unexpected("members", r)
+	}
+	var v backends.GroupView
+	v.Partitions = int(r.int(1))
+	if v.Partitions == 0 {
+		return v, nil
+	}
+	members := r.list(2)
+	v.Members = make([]backends.SessionID, 0, len(members))
+	for _, m := range members {
+		id, _ := m.(string)
+		v.Members = append(v.Members, backends.SessionID(id))
+	}
+	slices.Sort(v.Members)
+	v.Holders = make([]backends.SessionID, v.Partitions)
+	flat := r.list(3)
+	for i := 0; i+1 < len(flat); i += 2 {
+		idx, _ := flat[i].(string)
+		id, _ := flat[i+1].(string)
+		if n, err := strconv.Atoi(idx); err == nil && 0 <= n && n < v.Partitions {
+			v.Holders[n] = backends.SessionID(id)
+		}
+	}
+	return v, nil
+}
+
+func (s *session) Close(ctx context.Context) error {
+	r, err := s.b.run(ctx, scriptClose, "close", s.id)
+	if err != nil {
+		return err
+	}
+	if r.status() != "OK" {
+		return s.b.unexpected("close", r)
+	}
+	return nil
+}
+
+// Watch calls fn each time name may have become free: a release, a close or
+// a reaped expiry of its holder's session published on the namespace's
+// channel, and — since releases published meanwhile are lost — every time the
+// backend's subscription (re)connects. fn runs on the backend's subscription
+// goroutine and must return quickly; calls of one watch never overlap. The
+// returned stop waits for a call of fn in progress, so fn must not call its
+// own stop. The package documentation describes the subscription.
+func (s *session) Watch(name string, fn func()) (stop func()) {
+	return s.b.notify.watch(name, fn)
+}
+
+// unexpected reports a status a script should not return.
+func (b *Backend) unexpected(what string, r reply) error {
+	return fmt.Errorf("simbaredis: %s: unexpected reply %v", what, []any(r))
+}
+
+// logGuard logs, once per guard period, that the amnesia guard refuses
+// grants.
+func (b *Backend) logGuard(wait time.Duration) {
+	end := time.Now().Add(wait).UnixMicro()
+	last := b.guardLogged.Load()
+	if end-last < micros(time.Second) || !b.guardLogged.CompareAndSwap(last, end) {
+		return
+	}
+	b.logger.Warn("simbaredis: Redis lost its state (restart, older snapshot or fail-over); no lease is granted until every old holder's deadline has passed",
+		slog.String("prefix", b.prefix), slog.Duration("remaining", wait))
+}
