@@ -66,7 +66,8 @@ type Session interface {
 	// token greater than every token ever issued for that name. If this
 	// session already holds it, Acquire is idempotent and returns the same
 	// token. If another live session holds it, or the store is within its
-	// amnesia guard (SPEC §15), it returns an error wrapping [ErrLeaseHeld].
+	// amnesia guard (SPEC §15), it returns an error wrapping [ErrLeaseHeld]
+	// (and, for the guard, [ErrRecovering] too).
 	// The grant carries the value last stored with [Session.PutValue] for
 	// this name, by any session.
 	Acquire(ctx context.Context, name string) (Grant, error)

@@ -16,6 +16,13 @@ var (
 	// (SPEC §15).
 	ErrLeaseHeld = errors.New("simba: lease held by another session")
 
+	// ErrRecovering reports that the store lost its state (a restart
+	// without persistence, an older snapshot, a fail-over) and grants no
+	// lease until the longest lease it could have granted has passed (the
+	// amnesia guard, SPEC §15). Errors matching it also match ErrLeaseHeld:
+	// the lease may still be held by a session the store forgot.
+	ErrRecovering = errors.New("simba: store recovering from a loss of state")
+
 	// ErrNotHolder reports a write by a session that does not hold the lease
 	// with the given token.
 	ErrNotHolder = errors.New("simba: session does not hold the lease with this token")

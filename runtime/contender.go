@@ -55,6 +55,7 @@ type contender struct {
 
 	phase         phase
 	attempt       uint64 // in-flight acquire, 0 if none
+	notified      bool   // a release was notified while the attempt was in flight
 	retryAt       mono
 	cooldownUntil mono
 	term          *Term
@@ -98,8 +99,7 @@ func (m *machine) start(now mono, c *contender) error {
 	if _, dup := m.byName[c.name]; dup || m.reserved(c.name) {
 		return fmt.Errorf("%w: %q", ErrNameInUse, c.name)
 	}
-	m.byName[c.name] = c
-	m.contenders = append(m.contenders, c)
+	m.add(c)
 	c.phase = phCandidate
 	c.retryAt = m.now
 	if s := m.sess; s != nil {
@@ -158,6 +158,9 @@ func (m *machine) acquireDone(p *pendingReq, res result) {
 				&pendingReq{})
 		}
 	case errors.Is(res.err, ErrLeaseHeld):
+		if errors.Is(res.err, backends.ErrRecovering) {
+			m.event(Event{Kind: EventBackendError, Name: c.name, Err: res.err})
+		}
 	case errors.Is(res.err, backends.ErrSessionExpired):
 		if live {
 			m.sessionLost(SessionExpired)
@@ -174,7 +177,12 @@ func (m *machine) acquireDone(p *pendingReq, res result) {
 		m.stop(c, false, 0, nil)
 		return
 	}
-	c.retryAt = m.now + m.cfg.RenewInterval/2 + m.jitter()
+	// A release notified while this attempt was in flight may have come
+	// after the store refused it: then try again at once (A1).
+	if !c.notified {
+		c.retryAt = m.now + m.cfg.RenewInterval/2 + m.jitter()
+	}
+	c.notified = false
 	m.wake(c)
 }
 
@@ -364,8 +372,16 @@ func (m *machine) loseTerm(c *contender, reason Reason) {
 	m.wake(c)
 }
 
+// add registers c by name and in start order.
+func (m *machine) add(c *contender) {
+	m.byName[c.name] = c
+	m.contenders = append(m.contenders, c)
+	m.active[c.cat]++
+}
+
 func (m *machine) remove(c *contender) {
 	c.phase, c.removed = phDone, true
+	m.active[c.cat]--
 	delete(m.byName, c.name)
 	if g := c.group; g != nil && g.parts[c.part] == c {
 		delete(g.parts, c.part)
@@ -440,6 +456,7 @@ func (m *machine) notified(now mono, gen uint64, name string) {
 	}
 	if c := m.byName[name]; c != nil && c.phase == phCandidate {
 		c.retryAt = m.now
+		c.notified = c.attempt != 0 // the attempt in flight may have been refused before the release
 		m.wake(c)
 	}
 	if group, i, ok := backends.SplitPartition(name); ok {

@@ -202,8 +202,7 @@ func (m *machine) rebalance(g *groupState, s *session) {
 			c.info = g.info(i)
 		}
 		g.parts[i] = c
-		m.byName[c.name] = c
-		m.contenders = append(m.contenders, c)
+		m.add(c)
 		c.phase, c.retryAt = phCandidate, m.now
 		m.maybeAttempt(c)
 	}

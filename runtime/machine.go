@@ -46,6 +46,7 @@ type machine struct {
 	byName     map[string]*contender
 	contenders []*contender // in start order; removed ones are compacted away
 	removed    int
+	active     [numCategories]int // contenders not removed, per category
 	groups     map[string]*groupState
 	groupList  []*groupState // in start order
 	timers     timerHeap
@@ -85,6 +86,7 @@ type pendingReq struct {
 }
 
 type closeOp struct {
+	stopped     [numCategories]bool // the category's stop has begun
 	waiters     []waiter
 	sessionSent bool   // the session's close request is in flight
 	gen         uint64 // its generation
@@ -473,27 +475,26 @@ func (m *machine) close(now mono, w waiter) {
 }
 
 func (m *machine) closeStep() {
-	for cat := range numCategories {
-		active := false
-		if category(cat) == catGroup {
-			for _, g := range m.groupList {
-				if !g.removed && (g.op == nil || g.op.stepDown) {
-					m.stopGroup(g, false, 0, nil)
+	// Each category is stopped once, when its turn comes; then the counts
+	// tell when it is done, so that each input costs O(1) while closing.
+	op := m.closing
+	for cat := range category(numCategories) {
+		if !op.stopped[cat] {
+			op.stopped[cat] = true
+			if cat == catGroup {
+				for _, g := range m.groupList {
+					if !g.removed {
+						m.stopGroup(g, false, 0, nil) // a stop overrides a step-down in progress
+					}
 				}
-				active = active || !g.removed
+			}
+			for i := 0; i < len(m.contenders); i++ {
+				if c := m.contenders[i]; !c.removed && c.cat == cat && c.group == nil {
+					m.stop(c, false, 0, nil)
+				}
 			}
 		}
-		for i := 0; i < len(m.contenders); i++ {
-			c := m.contenders[i]
-			if c.removed || c.cat != category(cat) {
-				continue
-			}
-			if c.op == nil || c.op.stepDown {
-				m.stop(c, false, 0, nil)
-			}
-			active = active || !c.removed // a stop may finish at once
-		}
-		if active {
+		if m.active[cat] > 0 || cat == catGroup && len(m.groups) > 0 {
 			return
 		}
 	}

@@ -520,3 +520,24 @@ func TestMachineDispatchFailed(t *testing.T) {
 		t.Fatal("not contending after the cooldown")
 	}
 }
+
+// A1: a release notified while an attempt is in flight is not lost when the
+// store refused that attempt before the release: the candidate tries again
+// at once instead of after its retry interval.
+func TestMachineNotifiedDuringAttempt(t *testing.T) {
+	h := newHarness(t, testCfg)
+	h.open()
+	c := h.startElection("report", nil, nil)
+	first := h.take(reqAcquire)
+	h.m.notified(h.now, h.m.sess.gen, "report") // the holder releases now...
+	h.collect()
+	h.reply(first, result{err: fmt.Errorf("held: %w", backends.ErrLeaseHeld)}) // ...after the store refused us
+	if !h.has(reqAcquire) {
+		t.Fatalf("no immediate retry after a release notified during the attempt (retry at %v)", c.retryAt)
+	}
+	// A plain refusal waits for the retry interval.
+	h.reply(h.take(reqAcquire), result{err: fmt.Errorf("held: %w", backends.ErrLeaseHeld)})
+	if h.has(reqAcquire) {
+		t.Fatal("retried at once after a refusal with no notification")
+	}
+}

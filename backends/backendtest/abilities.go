@@ -145,8 +145,8 @@ func testAmnesiaGuard(t *testing.T, h *Harness) {
 			granted = time.Since(start)
 			return true
 		}
-		if !errors.Is(err, backends.ErrLeaseHeld) {
-			t.Fatalf("Acquire during the amnesia guard = %v; want ErrLeaseHeld", err)
+		if !errors.Is(err, backends.ErrLeaseHeld) || !errors.Is(err, backends.ErrRecovering) {
+			t.Fatalf("Acquire during the amnesia guard = %v; want ErrLeaseHeld and ErrRecovering", err)
 		}
 		return false
 	}, c)

@@ -103,8 +103,8 @@ func (c *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 			return nil
 		}
 		if now < s.guardUntil {
-			return fmt.Errorf("memory: acquire %q: store recovering from a restart with its state lost, no grants for %v: %w",
-				name, time.Duration(s.guardUntil-now), backends.ErrLeaseHeld)
+			return fmt.Errorf("memory: acquire %q: %w after a restart that lost the state, no grants for %v: %w",
+				name, backends.ErrRecovering, time.Duration(s.guardUntil-now), backends.ErrLeaseHeld)
 		}
 		tok := s.nextToken(now)
 		s.leases[name] = &leaseRec{holder: rec, token: tok}

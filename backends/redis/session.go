@@ -81,7 +81,8 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 		wait := fromMicros(r.int(1))
 		s.b.logGuard(wait)
 		return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: Redis lost its state (restart, older snapshot or "+
-			"fail-over); recovering, no grants for another %v: %w", name, wait.Round(time.Millisecond), backends.ErrLeaseHeld)
+			"fail-over): %w, no grants for another %v: %w", name, backends.ErrRecovering, wait.Round(time.Millisecond),
+			backends.ErrLeaseHeld)
 	}
 	return backends.Grant{}, s.b.unexpected("acquire", r)
 }
