@@ -109,10 +109,11 @@ func testStoreClock(t *testing.T, h *Harness) {
 // expired; no lease is granted until the configured MaxLease has passed since
 // the restart; then tokens are greater than every token issued before it.
 func testAmnesiaGuard(t *testing.T, h *Harness) {
-	if h.Restart == nil {
-		t.Skip("Harness.Restart is nil")
+	if h.NewRestartable == nil {
+		t.Skip("Harness.NewRestartable is nil")
 	}
-	e := newEnv(t, h)
+	b, restart := h.NewRestartable(t)
+	e := envOn(t, h, b)
 	a, _ := e.open()
 	var before backends.Token
 	for _, name := range []string{"lease", "other", "lease"} {
@@ -123,9 +124,9 @@ func testAmnesiaGuard(t *testing.T, h *Harness) {
 		}
 	}
 	start := time.Now()
-	maxLease := h.Restart(t, e.b)
+	maxLease := restart()
 	if maxLease <= 0 {
-		t.Fatalf("Harness.Restart returned MaxLease %v; want > 0", maxLease)
+		t.Fatalf("the harness's restart returned MaxLease %v; want > 0", maxLease)
 	}
 
 	_, err := a.KeepAlive(e.ctx)
@@ -168,14 +169,15 @@ func testAmnesiaGuard(t *testing.T, h *Harness) {
 // context's deadline with an error wrapping ErrUnavailable or the context's
 // error; once it is reachable again sessions open.
 func testUnreachable(t *testing.T, h *Harness) {
-	if h.Unreachable == nil {
-		t.Skip("Harness.Unreachable is nil")
+	if h.NewCuttable == nil {
+		t.Skip("Harness.NewCuttable is nil")
 	}
-	e := newEnv(t, h)
+	b, cut := h.NewCuttable(t)
+	e := envOn(t, h, b)
 	a, _ := e.open()
 	g := e.acquire(a, "lease")
 
-	heal := sync.OnceFunc(h.Unreachable(t, e.b))
+	heal := sync.OnceFunc(cut())
 	t.Cleanup(heal)
 
 	timeout := max(h.TTL/4, 50*time.Millisecond)

@@ -43,16 +43,20 @@ type Harness struct {
 	// behind its client's back, and returns once the store has done so.
 	ExpireSession func(t *testing.T, b backends.Backend, id backends.SessionID)
 
-	// Restart, if set, restarts the store with all of its state lost
+	// NewRestartable, if set, returns a fresh Backend, as New does, on a
+	// store of its own (a private server the case may restart), and a
+	// function that restarts that store with all of its state lost
 	// (sessions, leases, values, groups, token counter) and returns the
 	// MaxLease the backend was configured with, which its amnesia guard
 	// waits for before granting leases again (SPEC §15). Keep that MaxLease
 	// short (a few TTLs) so that the case stays short.
-	Restart func(t *testing.T, b backends.Backend) (maxLease time.Duration)
+	NewRestartable func(t *testing.T) (b backends.Backend, restart func() (maxLease time.Duration))
 
-	// Unreachable, if set, makes the store unreachable from b (refused
-	// connections or dropped packets) and returns a function that heals it.
-	Unreachable func(t *testing.T, b backends.Backend) (heal func())
+	// NewCuttable, if set, returns a fresh Backend, as New does, and a
+	// function that makes the store unreachable from it (refused
+	// connections or dropped packets, for example through a proxy) and
+	// returns a function that heals it.
+	NewCuttable func(t *testing.T) (b backends.Backend, cut func() (heal func()))
 }
 
 // Run runs the conformance suite against the backend described by h, one
@@ -121,9 +125,14 @@ type env struct {
 
 func newEnv(t *testing.T, h *Harness) *env {
 	t.Helper()
-	b := h.New(t)
+	return envOn(t, h, h.New(t))
+}
+
+// envOn is newEnv on a backend made by one of the harness's constructors.
+func envOn(t *testing.T, h *Harness, b backends.Backend) *env {
+	t.Helper()
 	if b == nil {
-		t.Fatal("Harness.New returned nil")
+		t.Fatal("the harness returned a nil Backend")
 	}
 	// Bound the whole case, so a backend that hangs fails it instead of
 	// the whole test binary.

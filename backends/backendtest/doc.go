@@ -35,8 +35,11 @@
 // 1–3 s against a real server the whole suite takes a few TTLs, because the
 // cases that wait for expiries run in parallel.
 //
-// The hooks ExpireSession, Restart and Unreachable are optional. A case that
-// needs a missing hook is skipped, and its skip message names the hook, so
+// The hooks are optional: ExpireSession acts on a backend from New;
+// NewRestartable and NewCuttable construct a backend of their own (on a
+// private server the case may restart, or behind a proxy it may cut) with the
+// function that injects the fault. A case that needs a missing hook is
+// skipped, and its skip message names the hook, so
 // `go test -v` shows what was not checked. Cases for optional abilities
 // (backends.Notifier, backends.StoreClock) are skipped for backends without
 // them.

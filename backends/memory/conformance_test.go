@@ -33,15 +33,16 @@ func harness(ttl, maxLease time.Duration) backendtest.Harness {
 				t.Fatalf("ExpireSession(%s): no such live session", id)
 			}
 		},
-		Restart: func(t *testing.T, b backends.Backend) time.Duration {
-			s := store(t, b)
-			s.Faults().Restart()
-			return s.MaxLease()
+		NewRestartable: func(t *testing.T) (backends.Backend, func() time.Duration) {
+			s := memory.New(memory.WithMaxLease(maxLease))
+			return s, func() time.Duration { s.Faults().Restart(); return s.MaxLease() }
 		},
-		Unreachable: func(t *testing.T, b backends.Backend) func() {
-			f := store(t, b).Faults()
-			f.SetReachability(memory.Blackhole)
-			return func() { f.SetReachability(memory.Reachable) }
+		NewCuttable: func(t *testing.T) (backends.Backend, func() func()) {
+			s := memory.New(memory.WithMaxLease(maxLease))
+			return s, func() func() {
+				s.Faults().SetReachability(memory.Blackhole)
+				return func() { s.Faults().SetReachability(memory.Reachable) }
+			}
 		},
 	}
 }

@@ -2,8 +2,6 @@ package simbaredis
 
 import (
 	"context"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,76 +13,40 @@ import (
 
 // TestConformance runs the shared conformance suite against the real Redis
 // (§12). Every case gets its own prefix on the shared server, except two:
-// the AmnesiaGuard case gets a private redis-server, which its Restart hook
-// shuts down with SHUTDOWN NOSAVE and starts again (the shared server is
-// never restarted), and the Unreachable case reaches the shared server
-// through a TCP proxy, which its hook cuts.
+// the amnesia guard runs on a private redis-server, which its restart shuts
+// down with SHUTDOWN NOSAVE and starts again (the shared server is never
+// restarted), and the unreachable case reaches the shared server through a
+// TCP proxy, which it cuts.
 func TestConformance(t *testing.T) {
 	addr, admin := sharedRedis(t)
 	const (
 		ttl      = time.Second
 		maxLease = 2 * time.Second
 	)
-	var (
-		mu      sync.Mutex
-		servers = map[backends.Backend]*redisServer{}
-		proxies = map[backends.Backend]*proxy{}
-	)
-	backendOf := func(t *testing.T, b backends.Backend) *Backend {
-		t.Helper()
-		rb, ok := b.(*Backend)
-		if !ok {
-			t.Fatalf("backend is %T, want *simbaredis.Backend", b)
-		}
-		return rb
-	}
 	backendtest.Run(t, backendtest.Harness{
 		New: func(t *testing.T) backends.Backend {
-			switch {
-			case strings.HasSuffix(t.Name(), "/AmnesiaGuard"):
-				srv := startRedis(t)
-				c := newClient(t, srv.addr)
-				b := newBackend(t, c, c, WithMaxLease(maxLease))
-				waitGuard(t, b) // the server just booted
-				mu.Lock()
-				servers[b] = srv
-				mu.Unlock()
-				return b
-			case strings.HasSuffix(t.Name(), "/Unreachable"):
-				p := newProxy(t, addr)
-				b := newBackend(t, newClient(t, p.addr()), admin, WithMaxLease(maxLease))
-				mu.Lock()
-				proxies[b] = p
-				mu.Unlock()
-				return b
-			}
 			return newBackend(t, newClient(t, addr), admin, WithMaxLease(maxLease))
 		},
 		TTL:      ttl,
 		MaxLease: maxLease,
 		ExpireSession: func(t *testing.T, b backends.Backend, id backends.SessionID) {
-			rb := backendOf(t, b)
+			rb, ok := b.(*Backend)
+			if !ok {
+				t.Fatalf("backend is %T, want *simbaredis.Backend", b)
+			}
 			expireSession(t, rb.client, rb.keys, string(id))
 		},
-		Restart: func(t *testing.T, b backends.Backend) time.Duration {
-			mu.Lock()
-			srv := servers[b]
-			mu.Unlock()
-			if srv == nil {
-				t.Fatal("Restart: the backend has no private server")
-			}
-			srv.restart()
-			return backendOf(t, b).MaxLease()
+		NewRestartable: func(t *testing.T) (backends.Backend, func() time.Duration) {
+			srv := startRedis(t)
+			c := newClient(t, srv.addr)
+			b := newBackend(t, c, c, WithMaxLease(maxLease))
+			waitGuard(t, b) // the server just booted
+			return b, func() time.Duration { srv.restart(); return b.MaxLease() }
 		},
-		Unreachable: func(t *testing.T, b backends.Backend) func() {
-			mu.Lock()
-			p := proxies[b]
-			mu.Unlock()
-			if p == nil {
-				t.Fatal("Unreachable: the backend has no proxy")
-			}
-			p.cut()
-			return p.heal
+		NewCuttable: func(t *testing.T) (backends.Backend, func() func()) {
+			p := newProxy(t, addr)
+			b := newBackend(t, newClient(t, p.addr()), admin, WithMaxLease(maxLease))
+			return b, func() func() { p.cut(); return p.heal }
 		},
 	})
 }
