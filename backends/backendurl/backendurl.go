@@ -5,7 +5,7 @@
 //	memory:                                   the process-wide memory store
 //	memory:NAME                               a process-wide memory store of its own, by name
 //	postgres://user:pass@host:5432/db         PostgreSQL (not built into this version)
-//	redis://:pass@host:6379/0                 Redis (not built into this version)
+//	redis://:pass@host:6379/0                 Redis (rediss:// for TLS, unix:// for a socket)
 //	zk://host:2181,host2:2181/chroot          ZooKeeper (not built into this version)
 //
 // Credentials in a URL never appear in an error: [Redact] replaces the
@@ -24,6 +24,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/memory"
+	simbaredis "github.com/simba-go/simba/backends/redis"
 )
 
 // Default is the backend URL used when none is given: the memory store.
@@ -43,11 +44,17 @@ func Open(ctx context.Context, rawURL string) (backends.Backend, io.Closer, erro
 			return nil, nil, fmt.Errorf("simba: backend URL %q: write memory: or memory:NAME, without //", Redact(rawURL))
 		}
 		return memory.Open(rest), nopCloser{}, nil
-	case "postgres", "postgresql", "redis", "rediss", "zk":
+	case "redis", "rediss", "unix":
+		b, err := simbaredis.Open(ctx, rawURL)
+		if err != nil {
+			return nil, nil, err // Open redacts the URL itself
+		}
+		return b, b, nil
+	case "postgres", "postgresql", "zk":
 		if _, err := url.Parse(rawURL); err != nil {
 			return nil, nil, fmt.Errorf("simba: backend URL %q is not a valid URL", Redact(rawURL))
 		}
-		return nil, nil, fmt.Errorf("simba: backend URL %q: the %s backend is not built into this version; use memory: or memory:NAME",
+		return nil, nil, fmt.Errorf("simba: backend URL %q: the %s backend is not built into this version; use memory:, memory:NAME or redis://",
 			Redact(rawURL), name(scheme))
 	}
 	return nil, nil, fmt.Errorf("simba: backend URL %q: unknown scheme %q; want memory:, memory:NAME, postgres://…, redis://… or zk://…",

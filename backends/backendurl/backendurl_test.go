@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/simba-go/simba/backends/memory"
+	simbaredis "github.com/simba-go/simba/backends/redis"
+	"github.com/simba-go/simba/internal/testservers"
 )
 
 func TestOpenMemory(t *testing.T) {
@@ -32,9 +34,8 @@ func TestOpenMemory(t *testing.T) {
 // SPEC §12: credentials in URLs are redacted in every error.
 func TestOpenErrors(t *testing.T) {
 	for _, tt := range []struct{ url, want string }{
-		{"postgres://simba:s3cret@db:5432/simba", `simba: backend URL "postgres://simba:xxxxx@db:5432/simba": the PostgreSQL backend is not built into this version; use memory: or memory:NAME`},
-		{"redis://:s3cret@cache:6379/0", `simba: backend URL "redis://:xxxxx@cache:6379/0": the Redis backend is not built into this version; use memory: or memory:NAME`},
-		{"zk://zk1:2181,zk2:2181/simba", `simba: backend URL "zk://zk1:2181,zk2:2181/simba": the ZooKeeper backend is not built into this version; use memory: or memory:NAME`},
+		{"postgres://simba:s3cret@db:5432/simba", `simba: backend URL "postgres://simba:xxxxx@db:5432/simba": the PostgreSQL backend is not built into this version; use memory:, memory:NAME or redis://`},
+		{"zk://zk1:2181,zk2:2181/simba", `simba: backend URL "zk://zk1:2181,zk2:2181/simba": the ZooKeeper backend is not built into this version; use memory:, memory:NAME or redis://`},
 		{"postgres://u:s3cret@db:bad port/x", `simba: backend URL "postgres://u:xxxxx@db:bad port/x" is not a valid URL`},
 		{"mysql://u:s3cret@db/x", `simba: backend URL "mysql://u:xxxxx@db/x": unknown scheme "mysql"; want memory:, memory:NAME, postgres://…, redis://… or zk://…`},
 		{"localhost", `simba: backend URL "localhost" has no scheme; want memory:, memory:NAME, postgres://…, redis://… or zk://…`},
@@ -65,5 +66,25 @@ func TestRedact(t *testing.T) {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q; want %q", in, got, want)
 		}
+	}
+}
+
+// A redis:// URL opens the Redis backend, which the closer closes; a
+// password in the URL never appears in an error.
+func TestOpenRedis(t *testing.T) {
+	addr := testservers.Redis(t)
+	b, c, err := Open(context.Background(), "redis://"+addr+"/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.(*simbaredis.Backend); !ok {
+		t.Errorf("redis:// opened a %T", b)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	_, _, err = Open(context.Background(), "redis://:s3cret@127.0.0.1:1/0")
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("Open of an unreachable Redis with a password = %v; want an error without the password", err)
 	}
 }
