@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: help services services-down test demo demo-all bench generate lint clean
+.PHONY: help services services-down test demo bench generate lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -17,13 +17,13 @@ services-down: ## stop the servers that `make services` started
 test: services lint ## start the servers, vet, check gofmt, run every test with -race
 	SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
 
-demo: generate ## regenerate, then run the report example: a leader-only schedule on three nodes in memory
-	$(GO) run ./examples/report --nodes 3
-
-demo-all: generate ## the report, billing (8 partitions) and ledger (fenced typed steps) examples, three nodes each
-	$(GO) run ./examples/report --nodes 3
-	$(GO) run ./examples/billing --nodes 3
-	$(GO) run ./examples/ledger --nodes 3
+demo: generate ## regenerate, then the examples on three nodes in memory: report, billing (8 partitions), ledger (fenced)
+	@echo "== report: a leader-only schedule; the leader stops, the next steps down"
+	@$(GO) run ./examples/report --nodes 3
+	@echo; echo "== billing: 8 partitions balanced over the nodes; a fourth joins"
+	@$(GO) run ./examples/billing --nodes 3
+	@echo; echo "== ledger: typed steps into a fenced ledger; a paused leader's late write is refused"
+	@$(GO) run ./examples/ledger --nodes 3
 
 bench: ## run the benchmarks
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
