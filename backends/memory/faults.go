@@ -117,11 +117,7 @@ func (f *Faults) Restart() {
 	now := s.lock()
 	s.reset()
 	s.guardUntil = now + int64(s.maxLease)
-	for _, ws := range s.watchers {
-		for w := range ws {
-			s.pending = append(s.pending, w)
-		}
-	}
+	s.pendingAll = true
 	s.unlock()
 }
 

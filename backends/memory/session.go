@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -258,47 +257,7 @@ func (c *session) Close(ctx context.Context) error {
 // calls of one watch never overlap. The returned stop waits for a call of fn in
 // progress on another goroutine, so fn must not call its own stop.
 func (c *session) Watch(name string, fn func()) (stop func()) {
-	s := c.s
-	w := &watch{fn: fn}
-	s.mu.Lock()
-	ws := s.watchers[name]
-	if ws == nil {
-		ws = make(map[*watch]struct{})
-		s.watchers[name] = ws
-	}
-	ws[w] = struct{}{}
-	s.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			if ws := s.watchers[name]; ws != nil {
-				delete(ws, w)
-				if len(ws) == 0 {
-					delete(s.watchers, name)
-				}
-			}
-			s.mu.Unlock()
-			w.mu.Lock()
-			w.stopped = true
-			w.mu.Unlock()
-		})
-	}
-}
-
-// watch is one subscription of Notifier.Watch.
-type watch struct {
-	fn      func()
-	mu      sync.Mutex // held while fn runs, so stop can wait for it
-	stopped bool
-}
-
-func (w *watch) fire() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.stopped {
-		w.fn()
-	}
+	return c.s.watches.Add(name, fn)
 }
 
 func clone(b []byte) []byte {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/internal/watch"
 )
 
 // DefaultMaxLease is the longest session time to live a [Store] grants unless
@@ -47,10 +48,12 @@ type Store struct {
 
 	// Watchers are the clients' subscriptions, not store state: they survive
 	// a restart (and are woken by it).
-	watchers map[string]map[*watch]struct{}
+	watches watch.Registry
 
-	// pending holds the watches to wake once mu is released.
-	pending []*watch
+	// pending holds the names whose watches to wake once mu is released;
+	// pendingAll, that every watch is to be woken.
+	pending    []string
+	pendingAll bool
 }
 
 // Option configures a [Store] built by [New].
@@ -92,7 +95,6 @@ func New(opts ...Option) *Store {
 		baseWall: now.UnixNano(),
 		baseMono: now,
 		rate:     1,
-		watchers: make(map[string]map[*watch]struct{}),
 	}
 	s.faults.s = s
 	for _, opt := range opts {
@@ -211,12 +213,14 @@ func (s *Store) lock() int64 {
 // unlock releases mu and then wakes the watches the operation touched, so a
 // watcher's function never runs under the store's mutex.
 func (s *Store) unlock() {
-	pending := s.pending
-	s.pending = nil
+	pending, all := s.pending, s.pendingAll
+	s.pending, s.pendingAll = nil, false
 	s.mu.Unlock()
-	for _, w := range pending {
-		w.fire()
+	if all {
+		s.watches.FireAll()
+		return
 	}
+	s.watches.Fire(pending...)
 }
 
 // call runs op as one round trip to the store: it counts the call, applies the
@@ -349,9 +353,7 @@ func (s *Store) endSession(rec *sessionRec) {
 func (s *Store) dropLease(name string) {
 	delete(s.leases, name)
 	s.touchPartition(name)
-	for w := range s.watchers[name] {
-		s.pending = append(s.pending, w)
-	}
+	s.pending = append(s.pending, name)
 }
 
 // touchPartition bumps the epoch of the group whose partition name is, if

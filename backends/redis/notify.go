@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/backends/internal/watch"
 )
 
 // notifier is a Backend's one subscription to its release channel, started
@@ -16,13 +18,14 @@ import (
 type notifier struct {
 	b *Backend
 
-	mu       sync.Mutex
-	watchers map[string]map[*watch]struct{}
-	started  bool
-	closed   bool
-	pubsub   *redis.PubSub // the current subscription, nil between attempts
-	cancel   context.CancelFunc
-	done     chan struct{}
+	watches watch.Registry
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	pubsub  *redis.PubSub // the current subscription, nil between attempts
+	cancel  context.CancelFunc
+	done    chan struct{}
 
 	subscribed bool // a subscription was confirmed before (loop's own)
 }
@@ -39,38 +42,15 @@ const (
 
 func (n *notifier) init(b *Backend) {
 	n.b = b
-	n.watchers = make(map[string]map[*watch]struct{})
 	n.done = make(chan struct{})
 }
 
-// watch is one subscription of Notifier.Watch.
-type watch struct {
-	fn      func()
-	mu      sync.Mutex // held while fn runs, so that stop can wait for it
-	stopped bool
-}
-
-func (w *watch) fire() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.stopped {
-		w.fn()
-	}
-}
-
 func (n *notifier) watch(name string, fn func()) (stop func()) {
-	w := &watch{fn: fn}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
 		return func() {}
 	}
-	ws := n.watchers[name]
-	if ws == nil {
-		ws = make(map[*watch]struct{})
-		n.watchers[name] = ws
-	}
-	ws[w] = struct{}{}
 	if !n.started {
 		n.started = true
 		ctx, cancel := context.WithCancel(context.Background())
@@ -78,22 +58,7 @@ func (n *notifier) watch(name string, fn func()) (stop func()) {
 		go n.loop(ctx)
 	}
 	n.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			n.mu.Lock()
-			if ws := n.watchers[name]; ws != nil {
-				delete(ws, w)
-				if len(ws) == 0 {
-					delete(n.watchers, name)
-				}
-			}
-			n.mu.Unlock()
-			w.mu.Lock()
-			w.stopped = true
-			w.mu.Unlock()
-		})
-	}
+	return n.watches.Add(name, fn)
 }
 
 // close ends the subscription and waits for its goroutine.
@@ -110,27 +75,6 @@ func (n *notifier) close() {
 	n.mu.Unlock()
 	if started {
 		<-n.done
-	}
-}
-
-// fire calls the watches of name, or of every name if all.
-func (n *notifier) fire(name string, all bool) {
-	n.mu.Lock()
-	var ws []*watch
-	if all {
-		for _, set := range n.watchers {
-			for w := range set {
-				ws = append(ws, w)
-			}
-		}
-	} else {
-		for w := range n.watchers[name] {
-			ws = append(ws, w)
-		}
-	}
-	n.mu.Unlock()
-	for _, w := range ws {
-		w.fire()
 	}
 }
 
@@ -208,12 +152,12 @@ func (n *notifier) subscribe(ctx context.Context) (confirmed bool) {
 				if n.subscribed {
 					// Releases published while the subscription was down
 					// were lost: every watcher tries again (a hint only).
-					n.fire("", true)
+					n.watches.FireAll()
 				}
 				n.subscribed = true
 			}
 		case *redis.Message:
-			n.fire(m.Payload, false)
+			n.watches.Fire(m.Payload)
 		}
 	}
 }
