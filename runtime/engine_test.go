@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -274,7 +275,8 @@ func TestShortenedLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New(memory.WithMaxLease(1500 * time.Millisecond))
 		var ev events
-		c := newClient(t, store, runtime.WithObserver(&ev))
+		logs := &logRecords{}
+		c := newClient(t, store, runtime.WithObserver(&ev), runtime.WithLogger(slog.New(logs)))
 		defer closeClient(t, c)
 		term, err := c.Lock(context.Background(), "report")
 		if err != nil {
@@ -290,6 +292,9 @@ func TestShortenedLease(t *testing.T) {
 		synctest.Wait()
 		if n := len(ev.of(runtime.EventSessionLeaseShortened)); n != 1 {
 			t.Fatalf("%d SessionLeaseShortened events, want 1", n)
+		}
+		if n := logs.count(slog.LevelWarn, "shorter lease"); n != 1 {
+			t.Fatalf("%d warnings about the shortened lease logged, want 1", n)
 		}
 	})
 }
@@ -588,11 +593,12 @@ func TestRunWhileLeader(t *testing.T) {
 		runs := make(chan string, 10)
 		ctxA, cancelA := context.WithCancel(context.Background())
 		doneA := make(chan error)
+		const cooldown = 10 * time.Second
 		go func() {
 			doneA <- a.RunWhileLeader(ctxA, "report", func(ctx context.Context, term *runtime.Term) error {
 				runs <- "a"
 				return errors.New("batch failed")
-			})
+			}, runtime.WithTaskEndCooldown(cooldown))
 		}()
 		synctest.Wait()
 		ctxB, cancelB := context.WithCancel(context.Background())
@@ -610,6 +616,9 @@ func TestRunWhileLeader(t *testing.T) {
 		}
 		if errs := ev.of(runtime.EventTaskFailed); len(errs) != 1 || errs[0].Err.Error() != "batch failed" {
 			t.Fatalf("task failures reported: %+v", errs)
+		}
+		if s := a.Snapshot(); s.Leases[0].Role != runtime.CoolingDown || s.Leases[0].Cooldown != cooldown {
+			t.Fatalf("after its task failed, a is %v for %v; want cooling down for %v", s.Leases[0].Role, s.Leases[0].Cooldown, cooldown)
 		}
 		cancelB()
 		if err := <-doneB; err != nil {

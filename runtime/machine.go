@@ -62,7 +62,6 @@ type session struct {
 	deadline deadline // local deadline (D1); frozen once the session ended
 	ended    bool
 	period   time.Duration // current renewal period (RenewInterval, or less by C2)
-	lease    time.Duration // local validity of the last grant
 	short    bool          // SessionLeaseShortened already published
 	renewAt  mono
 	kaReq    uint64 // in-flight keep-alive, 0 if none
@@ -332,7 +331,6 @@ func (m *machine) openDone(p *pendingReq, res result) {
 // setPeriod picks the renewal period for a grant with local validity local:
 // RenewInterval if two renewals fit in it, else a third of it (C2).
 func (m *machine) setPeriod(s *session, sentAt mono, local time.Duration) {
-	s.lease = local
 	s.period = m.cfg.RenewInterval
 	if 2*m.cfg.RenewInterval > local {
 		s.period = max(local/3, time.Millisecond)

@@ -3,7 +3,9 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -304,4 +306,33 @@ func (e *events) of(kind runtime.EventKind) []runtime.Event {
 		}
 	}
 	return out
+}
+
+// logRecords is a slog.Handler that keeps the records it is given.
+type logRecords struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.records = append(h.records, r)
+	h.mu.Unlock()
+	return nil
+}
+func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logRecords) WithGroup(string) slog.Handler      { return h }
+
+// count returns how many records of level have a message containing text.
+func (h *logRecords) count(level slog.Level, text string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.records {
+		if r.Level == level && strings.Contains(r.Message, text) {
+			n++
+		}
+	}
+	return n
 }

@@ -47,18 +47,12 @@ type layout struct {
 
 func newLayout(prefix string) layout { return layout{base: "{" + prefix + "}:"} }
 
-func (l layout) meta() string                { return l.base + tagMeta }
-func (l layout) sessions() string            { return l.base + tagSessions }
-func (l layout) session(id string) string    { return l.base + tagSession + id }
-func (l layout) owned(id string) string      { return l.base + tagOwned + id }
-func (l layout) joined(id string) string     { return l.base + tagJoined + id }
-func (l layout) lease(name string) string    { return l.base + tagLease + name }
-func (l layout) group(name string) string    { return l.base + tagGroup + name }
-func (l layout) members(group string) string { return l.base + tagMembers + group }
-func (l layout) holders(group string) string { return l.base + tagHolders + group }
-func (l layout) channel() string             { return l.base + tagReleased }
-func (l layout) pattern() string             { return l.base + "*" }
-func (l layout) String() string              { return strings.TrimSuffix(l.base, ":") }
+func (l layout) meta() string             { return l.base + tagMeta }
+func (l layout) sessions() string         { return l.base + tagSessions }
+func (l layout) session(id string) string { return l.base + tagSession + id }
+func (l layout) channel() string          { return l.base + tagReleased }
+func (l layout) pattern() string          { return l.base + "*" }
+func (l layout) String() string           { return strings.TrimSuffix(l.base, ":") }
 
 // luaKeys is the Lua counterpart of layout: the scripts get the namespace's
 // base ("{prefix}:") as an argument and build keys with these functions.
