@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -26,3 +27,22 @@ var (
 	_ Registration = (*Election)(nil)
 	_ Registration = (*Group)(nil)
 )
+
+// StartAll calls each start function in order and returns what they
+// started. If one fails, it stops those already started, newest first, and
+// returns the error joined with any error of those stops: a failed StartAll
+// leaves nothing running. Generated RegisterAll functions call it.
+func StartAll(starts ...func() (Registration, error)) ([]Registration, error) {
+	regs := make([]Registration, 0, len(starts))
+	for _, start := range starts {
+		r, err := start()
+		if err != nil {
+			for i := len(regs) - 1; i >= 0; i-- {
+				err = errors.Join(err, regs[i].Stop(context.Background()))
+			}
+			return nil, err
+		}
+		regs = append(regs, r)
+	}
+	return regs, nil
+}

@@ -103,7 +103,7 @@ func newEmitter(m *Model) *emitter {
 	// Locals, and the receivers' parameters, avoid every name above, so
 	// that none hides something the generated code refers to, and each
 	// other.
-	for _, name := range []string{"c", "ctx", "t", "partition", "item", "items", "err", "e", "g", "r", "i", "run", "step", "regs", "register"} {
+	for _, name := range []string{"c", "ctx", "t", "partition", "item", "items", "err", "e", "g", "run", "step"} {
 		e.local[name] = e.fresh(name)
 	}
 	for _, r := range m.Receivers {
@@ -113,10 +113,10 @@ func newEmitter(m *Model) *emitter {
 }
 
 // imports returns the packages the file needs, the runtime aside, sorted
-// by path: context, errors, time and those of item types.
+// by path: context, time and those of item types.
 func (e *emitter) imports() []*types.Package {
 	seen := make(map[string]*types.Package)
-	for _, path := range []string{"context", "errors", "time"} {
+	for _, path := range []string{"context", "time"} {
 		seen[path] = types.NewPackage(path, path)
 	}
 	for _, t := range e.m.Tasks {
@@ -292,8 +292,8 @@ func (e *emitter) schedule(d *annotations.Directive, step jen.Code) *jen.Stateme
 }
 
 // registerAll emits RegisterAll: every registration, in source order,
-// without blocking; on the first failure, the ones started are stopped,
-// newest first (SPEC G3).
+// without blocking, through runtime.StartAll, which stops the ones started,
+// newest first, on the first failure (SPEC G3).
 func (e *emitter) registerAll() {
 	f, m := e.f, e.m
 	for _, line := range wrap(e.allDoc(), 77) {
@@ -307,9 +307,8 @@ func (e *emitter) registerAll() {
 			g.Id(e.recv[r]).Add(e.recvType(r, r.Pointer))
 		}
 	}).Params(jen.Index().Add(reg.Clone()), jen.Error()).Block(
-		jen.Var().Add(e.id("regs")).Index().Add(reg.Clone()),
-		jen.For(jen.List(jen.Id("_"), e.id("register")).Op(":=").Range().Index().Add(sig()).CustomFunc(jen.Options{
-			Open: "{", Close: "}", Separator: ",", Multi: true,
+		jen.Return(jen.Qual(RuntimePath, "StartAll").CustomFunc(jen.Options{
+			Open: "(", Close: ")", Separator: ",", Multi: true,
 		}, func(g *jen.Group) {
 			for _, t := range m.Tasks {
 				args := []jen.Code{e.id("c")}
@@ -322,20 +321,7 @@ func (e *emitter) registerAll() {
 				}
 				g.Add(sig()).Custom(jen.Options{Open: "{ ", Close: " }"}, jen.Return(jen.Id(t.Register).Call(args...)))
 			}
-		})).Block(
-			jen.List(e.id("r"), e.id("err")).Op(":=").Add(e.id("register")).Call(),
-			jen.If(e.id("err").Op("!=").Nil()).Block(
-				jen.Comment("Stop what started, newest first: a failed RegisterAll"),
-				jen.Comment("leaves nothing running."),
-				jen.For(e.id("i").Op(":=").Len(e.id("regs")).Op("-").Lit(1), e.id("i").Op(">=").Lit(0), e.id("i").Op("--")).Block(
-					e.id("err").Op("=").Qual("errors", "Join").Call(e.id("err"),
-						e.id("regs").Index(e.id("i")).Dot("Stop").Call(jen.Qual("context", "Background").Call())),
-				),
-				jen.Return(jen.Nil(), e.id("err")),
-			),
-			e.id("regs").Op("=").Append(e.id("regs"), e.id("r")),
-		),
-		jen.Return(e.id("regs"), jen.Nil()),
+		})),
 	)
 }
 

@@ -4,7 +4,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	simbart "github.com/simba-go/simba/runtime"
@@ -52,20 +51,7 @@ func RegisterCounterStep(c *simbart.Client, counter *Counter) (simbart.Registrat
 // RegisterAll starts (*Counter).Step on c, in source order, without blocking.
 // If one fails to start, it stops those it started and returns the error.
 func RegisterAll(c *simbart.Client, counter *Counter) ([]simbart.Registration, error) {
-	var regs []simbart.Registration
-	for _, register := range []func() (simbart.Registration, error){
+	return simbart.StartAll(
 		func() (simbart.Registration, error) { return RegisterCounterStep(c, counter) },
-	} {
-		r, err := register()
-		if err != nil {
-			// Stop what started, newest first: a failed RegisterAll
-			// leaves nothing running.
-			for i := len(regs) - 1; i >= 0; i-- {
-				err = errors.Join(err, regs[i].Stop(context.Background()))
-			}
-			return nil, err
-		}
-		regs = append(regs, r)
-	}
-	return regs, nil
+	)
 }

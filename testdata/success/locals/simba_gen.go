@@ -4,7 +4,6 @@ package locals
 
 import (
 	"context"
-	"errors"
 	time2 "time"
 
 	simbart "github.com/simba-go/simba/runtime"
@@ -69,21 +68,8 @@ func RegisterCDo(c *simbart.Client, c2 *C) (simbart.Registration, error) {
 // RegisterAll starts run and (*C).Do on c, in source order, without blocking.
 // If one fails to start, it stops those it started and returns the error.
 func RegisterAll(c *simbart.Client, c2 *C) ([]simbart.Registration, error) {
-	var regs []simbart.Registration
-	for _, register := range []func() (simbart.Registration, error){
+	return simbart.StartAll(
 		func() (simbart.Registration, error) { return RegisterRun(c) },
 		func() (simbart.Registration, error) { return RegisterCDo(c, c2) },
-	} {
-		r, err := register()
-		if err != nil {
-			// Stop what started, newest first: a failed RegisterAll
-			// leaves nothing running.
-			for i := len(regs) - 1; i >= 0; i-- {
-				err = errors.Join(err, regs[i].Stop(context.Background()))
-			}
-			return nil, err
-		}
-		regs = append(regs, r)
-	}
-	return regs, nil
+	)
 }

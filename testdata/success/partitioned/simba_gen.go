@@ -4,7 +4,6 @@ package partitioned
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	simbart "github.com/simba-go/simba/runtime"
@@ -69,22 +68,9 @@ func RegisterCompact(c *simbart.Client) (simbart.Registration, error) {
 // blocking. If one fails to start, it stops those it started and returns the
 // error.
 func RegisterAll(c *simbart.Client) ([]simbart.Registration, error) {
-	var regs []simbart.Registration
-	for _, register := range []func() (simbart.Registration, error){
+	return simbart.StartAll(
 		func() (simbart.Registration, error) { return RegisterIndex(c) },
 		func() (simbart.Registration, error) { return RegisterSettle(c) },
 		func() (simbart.Registration, error) { return RegisterCompact(c) },
-	} {
-		r, err := register()
-		if err != nil {
-			// Stop what started, newest first: a failed RegisterAll
-			// leaves nothing running.
-			for i := len(regs) - 1; i >= 0; i-- {
-				err = errors.Join(err, regs[i].Stop(context.Background()))
-			}
-			return nil, err
-		}
-		regs = append(regs, r)
-	}
-	return regs, nil
+	)
 }

@@ -4,7 +4,6 @@ package schedule
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	simbart "github.com/simba-go/simba/runtime"
@@ -67,22 +66,9 @@ func RegisterHourly(c *simbart.Client) (simbart.Registration, error) {
 // blocking. If one fails to start, it stops those it started and returns the
 // error.
 func RegisterAll(c *simbart.Client) ([]simbart.Registration, error) {
-	var regs []simbart.Registration
-	for _, register := range []func() (simbart.Registration, error){
+	return simbart.StartAll(
 		func() (simbart.Registration, error) { return RegisterReport(c) },
 		func() (simbart.Registration, error) { return RegisterCleanup(c) },
 		func() (simbart.Registration, error) { return RegisterHourly(c) },
-	} {
-		r, err := register()
-		if err != nil {
-			// Stop what started, newest first: a failed RegisterAll
-			// leaves nothing running.
-			for i := len(regs) - 1; i >= 0; i-- {
-				err = errors.Join(err, regs[i].Stop(context.Background()))
-			}
-			return nil, err
-		}
-		regs = append(regs, r)
-	}
-	return regs, nil
+	)
 }

@@ -4,7 +4,6 @@ package typed
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	simbart "github.com/simba-go/simba/runtime"
@@ -124,22 +123,9 @@ func RegisterMatcherReconcile(c *simbart.Client, matcher *Matcher) (simbart.Regi
 // source order, without blocking. If one fails to start, it stops those it
 // started and returns the error.
 func RegisterAll(c *simbart.Client, ledger *Ledger, matcher *Matcher) ([]simbart.Registration, error) {
-	var regs []simbart.Registration
-	for _, register := range []func() (simbart.Registration, error){
+	return simbart.StartAll(
 		func() (simbart.Registration, error) { return RegisterLedgerWrite(c, ledger) },
 		func() (simbart.Registration, error) { return RegisterShip(c) },
 		func() (simbart.Registration, error) { return RegisterMatcherReconcile(c, matcher) },
-	} {
-		r, err := register()
-		if err != nil {
-			// Stop what started, newest first: a failed RegisterAll
-			// leaves nothing running.
-			for i := len(regs) - 1; i >= 0; i-- {
-				err = errors.Join(err, regs[i].Stop(context.Background()))
-			}
-			return nil, err
-		}
-		regs = append(regs, r)
-	}
-	return regs, nil
+	)
 }
