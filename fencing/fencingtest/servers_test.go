@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,8 +19,10 @@ import (
 
 // The broken twins of the recipes in pgfence and redisfence: each reads the
 // highest token in one round trip and writes in another, the mistake F2
-// warns about. The round trip between them is the window; nothing else makes
-// them yield. The kit must catch both every time.
+// warns about. The round trip between them is the window, widened by a yield
+// so that it stays open when the tests run with one P (GOMAXPROCS=1 under
+// -race, where writers otherwise tend to run one after another). The kit must
+// catch both every time.
 
 // pgReadThenWrite keeps the resource in a row of its own table.
 type pgReadThenWrite struct {
@@ -39,6 +42,7 @@ func (r pgReadThenWrite) Write(ctx context.Context, token backends.Token, v []by
 	if int64(token) < highest {
 		return fencing.StaleError(token, backends.Token(highest))
 	}
+	runtime.Gosched() // the window between the read and the write, even with one P
 	_, err = r.db.Exec(ctx, "INSERT INTO "+r.table+" (id, fencing_token, value) VALUES (1, $1, $2) "+
 		"ON CONFLICT (id) DO UPDATE SET fencing_token = excluded.fencing_token, value = excluded.value", int64(token), v)
 	return err
@@ -88,6 +92,7 @@ func (r redisReadThenWrite) Write(ctx context.Context, token backends.Token, v [
 	if int64(token) < highest {
 		return fencing.StaleError(token, backends.Token(highest))
 	}
+	runtime.Gosched() // the window between the read and the write, even with one P
 	return r.c.MSet(ctx, r.prefix+"token", int64(token), r.prefix+"value", v).Err()
 }
 
