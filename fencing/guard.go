@@ -40,6 +40,9 @@ func (g *Guard) Do(token backends.Token, write func() error) error {
 	if err := CheckToken(token); err != nil {
 		return err
 	}
+	if write == nil {
+		return errors.New("fencing: Guard.Do: nil write function")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if token < g.highest {

@@ -53,6 +53,10 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 
+	if err := g.Do(1, nil); err == nil {
+		t.Error("Do(1, nil) = nil; want an error naming the nil write function")
+	}
+
 	var nilGuard *fencing.Guard
 	if err := nilGuard.Do(1, func() error { return nil }); err == nil {
 		t.Error("(*Guard)(nil).Do = nil; want an error")

@@ -42,6 +42,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/fencing"
 )
@@ -79,6 +80,20 @@ func WithMaxValueSize(n int) Option {
 	}
 }
 
+// isNil reports whether db is nil or one of pgx's pointer types holding nil,
+// which would otherwise panic on the first write rather than fail here.
+func isNil(db DB) bool {
+	switch db := db.(type) {
+	case nil:
+		return true
+	case *pgxpool.Pool:
+		return db == nil
+	case *pgx.Conn:
+		return db == nil
+	}
+	return false
+}
+
 // maxBytea is the largest bytea PostgreSQL stores (1 GiB less the header).
 const maxBytea = 1<<30 - 1
 
@@ -87,8 +102,8 @@ const maxBytea = 1<<30 - 1
 // reached through db. It makes no call to the database: create the table with
 // [Table.CreateTable] or by hand.
 func New(db DB, table string, opts ...Option) (*Table, error) {
-	if db == nil {
-		return nil, errors.New("pgfence: nil DB")
+	if isNil(db) {
+		return nil, errors.New("pgfence: nil DB: want a *pgxpool.Pool, *pgx.Conn or pgx.Tx")
 	}
 	parts := strings.Split(table, ".")
 	if len(parts) > 2 {

@@ -157,6 +157,9 @@ func TestBadInput(t *testing.T) {
 	if _, err := pgfence.New(nil, "t"); err == nil {
 		t.Error("New(nil DB) = nil error")
 	}
+	if _, err := pgfence.New((*pgxpool.Pool)(nil), "t"); err == nil {
+		t.Error("New((*pgxpool.Pool)(nil)) = nil error")
+	}
 	for _, name := range []string{"", "a.b.c", "1abc", "bad-name", `x"; drop table y; --`, strings.Repeat("a", 64)} {
 		if _, err := pgfence.New(p, name); err == nil {
 			t.Errorf("New(table %q) = nil error", name)

@@ -83,8 +83,8 @@ func WithMaxValueSize(n int) Option {
 // not contain '{' or '}', which would move the hash tag. New makes no call to
 // Redis.
 func New(client redis.UniversalClient, prefix string, opts ...Option) (*Store, error) {
-	if client == nil {
-		return nil, errors.New("redisfence: nil client")
+	if isNil(client) {
+		return nil, errors.New("redisfence: nil client: want a *redis.Client, *redis.ClusterClient or other redis.UniversalClient")
 	}
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, fmt.Errorf("redisfence: prefix %q: must not contain '{' or '}' (the hash tag is the resource id)", prefix)
@@ -96,6 +96,22 @@ func New(client redis.UniversalClient, prefix string, opts ...Option) (*Store, e
 		}
 	}
 	return s, nil
+}
+
+// isNil reports whether c is nil or one of go-redis's client pointers holding
+// nil, which would otherwise panic on the first write rather than fail here.
+func isNil(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return c == nil
+	case *redis.ClusterClient:
+		return c == nil
+	case *redis.Ring:
+		return c == nil
+	}
+	return false
 }
 
 // keys returns the token and value keys of id, under one hash tag.

@@ -157,6 +157,9 @@ func TestBadInput(t *testing.T) {
 	if _, err := New(nil, "p:"); err == nil {
 		t.Error("New(nil client) = nil error")
 	}
+	if _, err := New((*redis.Client)(nil), "p:"); err == nil {
+		t.Error("New((*redis.Client)(nil)) = nil error")
+	}
 	if _, err := New(c, "p{x}:"); err == nil {
 		t.Error("New with a prefix holding a hash tag = nil error")
 	}
