@@ -17,13 +17,16 @@ services-down: ## stop the servers that `make services` started
 test: services lint ## start the servers, vet, check gofmt, run every test with -race
 	SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
 
+# The examples are built once (the first build on a fresh machine compiles
+# the backends' drivers too, a minute or so), then each runs about 10s.
 demo: generate ## regenerate, then the examples on three nodes in memory: report, billing (8 partitions), ledger (fenced)
+	@$(GO) build -o bin/ ./examples/report ./examples/billing ./examples/ledger
 	@echo "== report: a leader-only schedule; the leader stops, the next steps down"
-	@$(GO) run ./examples/report --nodes 3
+	@bin/report --nodes 3
 	@echo; echo "== billing: 8 partitions balanced over the nodes; a fourth joins"
-	@$(GO) run ./examples/billing --nodes 3
-	@echo; echo "== ledger: typed steps into a fenced ledger; a paused leader's late write is refused"
-	@$(GO) run ./examples/ledger --nodes 3
+	@bin/billing --nodes 3
+	@echo; echo "== ledger: typed steps into a fenced ledger; a frozen leader's late write is refused"
+	@bin/ledger --nodes 3
 
 bench: ## run the benchmarks
 	$(GO) test -run='^$$' -bench=. -benchmem ./...

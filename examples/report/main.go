@@ -53,7 +53,7 @@ func (l *Log) ran(node int, t *runtime.Term) {
 	defer l.mu.Unlock()
 	l.runs = append(l.runs, time.Now())
 	l.byNode[node]++
-	l.c.Printf("%s runs the report (token %d)", cluster.Node(node), t.Token())
+	l.c.Did(node, t, "runs the report (token %d)", t.Token())
 }
 
 // minGap returns the shortest time between two runs after the first. The
@@ -87,9 +87,7 @@ func run(opts cluster.Options) error {
 	defer c.Close()
 	log := &Log{c: c, byNode: make(map[int]int)}
 	c.Printf("%d nodes contend for the lease \"report\" on %s (lease %v)", opts.Nodes, opts.Backend, opts.Lease)
-	watch, stopWatching := context.WithCancel(ctx)
-	defer stopWatching()
-	c.WatchLease(watch, "report")
+	c.Announce("report")
 	regs := make([][]runtime.Registration, opts.Nodes)
 	for i, client := range c.Clients() {
 		if regs[i], err = RegisterAll(client, &Reporter{node: i, log: log}); err != nil {
@@ -117,7 +115,6 @@ func run(opts cluster.Options) error {
 		}
 	}
 	cluster.Wait(ctx, opts.For-2*third)
-	stopWatching()
 
 	log.mu.Lock()
 	defer log.mu.Unlock()

@@ -22,7 +22,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("the timeline lacks %q:\n%s", want, log)
 		}
 	}
-	if n := strings.Count(log, `holds "report"`); n < 3 {
+	if n := strings.Count(log, `is elected: it holds "report"`); n < 3 {
 		t.Errorf("%d leaders in the timeline; want 3:\n%s", n, log)
 	}
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendurl"
-	"github.com/simba-go/simba/backends/memory"
 	"github.com/simba-go/simba/runtime"
 )
 
@@ -51,11 +50,14 @@ type Cluster struct {
 	Opts    Options
 	Backend backends.Backend
 
-	start   time.Time
-	closer  io.Closer
-	mu      sync.Mutex // serialises the timeline
-	nodes   sync.Mutex
-	clients []*runtime.Client // node i+1 is clients[i]
+	start     time.Time
+	closer    io.Closer
+	mu        sync.Mutex // serialises the timeline
+	nodes     sync.Mutex
+	clients   []*runtime.Client // node i+1 is clients[i]
+	gates     []*gate           // between node i and the store
+	announced sync.Map          // lease name → struct{}: whose terms the timeline shows
+	terms     sync.Map          // the terms whose election the timeline showed
 }
 
 // Start opens the backend and starts a client per node, each with a
@@ -84,13 +86,16 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 // AddNode starts one more client, as a node joining the cluster, and
 // returns its index.
 func (c *Cluster) AddNode(ctx context.Context) (int, error) {
-	client, err := runtime.NewClient(c.Backend, runtime.ConfigFor(c.Opts.Lease))
+	c.nodes.Lock()
+	i, g := len(c.clients), &gate{}
+	client, err := runtime.NewClient(gated(c.Backend, g), runtime.ConfigFor(c.Opts.Lease),
+		runtime.WithObserver(runtime.ObserverFunc(func(e runtime.Event) { c.announce(i, e) })))
 	if err != nil {
+		c.nodes.Unlock()
 		return 0, err
 	}
-	c.nodes.Lock()
 	c.clients = append(c.clients, client)
-	i := len(c.clients) - 1
+	c.gates = append(c.gates, g)
 	c.nodes.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, c.Opts.Lease)
 	defer cancel()
@@ -137,20 +142,43 @@ func (c *Cluster) Partitions(group string) [][]int {
 	return held
 }
 
-// WatchLease prints who holds the lease name whenever that changes, until
-// ctx ends.
-func (c *Cluster) WatchLease(ctx context.Context, name string) {
-	c.watch(ctx, func(last string) string {
-		node, token := c.Leader(name)
-		if node < 0 {
-			return ""
-		}
-		now := fmt.Sprintf("%s holds %q (token %d)", Node(node), name, token)
-		if now != last {
-			c.Printf("%s", now)
-		}
-		return now
-	})
+// Announce makes the timeline show every term of the lease name: which
+// node is elected, with which token, and when and why its term ends.
+func (c *Cluster) Announce(name string) { c.announced.Store(name, struct{}{}) }
+
+// announce prints node i's event e if it concerns an announced lease.
+func (c *Cluster) announce(i int, e runtime.Event) {
+	if _, ok := c.announced.Load(e.Name); !ok {
+		return
+	}
+	switch e.Kind {
+	case runtime.EventElected:
+		c.elected(i, e.Name, e.Token)
+	case runtime.EventRevoked:
+		c.Printf("%s's term on %q (token %d) ends: %v", Node(i), e.Name, e.Token, e.Reason)
+	}
+}
+
+// elected prints, once per term, that node i holds name with token.
+func (c *Cluster) elected(i int, name string, token runtime.Token) {
+	type term struct {
+		node  int
+		name  string
+		token runtime.Token
+	}
+	if _, done := c.terms.LoadOrStore(term{i, name, token}, struct{}{}); !done {
+		c.Printf("%s is elected: it holds %q with token %d", Node(i), name, token)
+	}
+}
+
+// Did prints what node i did under term t. The observer reports elections
+// on a goroutine of its own, so a term's first step can come first; Did
+// prints the election before the step if it has not been printed yet.
+func (c *Cluster) Did(i int, t *runtime.Term, format string, args ...any) {
+	if _, ok := c.announced.Load(t.Name()); ok {
+		c.elected(i, t.Name(), t.Token())
+	}
+	c.Printf("%s %s", Node(i), fmt.Sprintf(format, args...))
 }
 
 // WatchGroup prints which node holds which partitions of group whenever
@@ -171,14 +199,14 @@ func (c *Cluster) WatchGroup(ctx context.Context, group string, partitions int) 
 				parts = append(parts, fmt.Sprintf("%s: %-9s", Node(node), ints(ps)))
 			}
 		}
-		var moving []int
+		var moving []int // held by no node: starting, or between holders
 		for p, f := range free {
 			if f {
 				moving = append(moving, p)
 			}
 		}
 		if len(moving) > 0 {
-			parts = append(parts, "moving: "+ints(moving))
+			parts = append(parts, "free: "+ints(moving))
 		}
 		now := strings.TrimRight(strings.Join(parts, " | "), " ")
 		if now != last {
@@ -234,28 +262,27 @@ func (c *Cluster) Stop(i int) error {
 	return c.Client(i).Close(context.Background())
 }
 
-// ErrNoFaults reports a backend without the memory store's fault controls.
-var ErrNoFaults = errors.New("needs the memory backend's fault controls")
+// Freeze stops node i's traffic to the store, as a long GC pause, a stopped
+// VM or a swap storm does: its calls wait, the store hears no renewal and
+// expires its session after the lease, and other nodes take over. Any
+// backend works. [Cluster.Thaw] lets the held calls go on, late.
+func (c *Cluster) Freeze(i int) { c.gate(i).freeze() }
 
-// Freeze makes the store expire node i's session behind its back, as a
-// store does when a node stops renewing, paused by a long GC, a stopped VM
-// or a swap storm. Only the memory backend can do this on demand.
-func (c *Cluster) Freeze(i int) error {
-	store, ok := c.Backend.(*memory.Store)
-	if !ok {
-		return ErrNoFaults
-	}
-	id := c.Client(i).Snapshot().Session
-	if id == "" || !store.Faults().ExpireSession(id) {
-		return fmt.Errorf("%s has no live session to expire", Node(i))
-	}
-	return nil
+// Thaw ends node i's freeze.
+func (c *Cluster) Thaw(i int) { c.gate(i).thaw() }
+
+func (c *Cluster) gate(i int) *gate {
+	c.nodes.Lock()
+	defer c.nodes.Unlock()
+	return c.gates[i]
 }
 
 // Close closes every client, then the backend.
 func (c *Cluster) Close() error {
+	c.announced.Clear() // the timeline ends here
 	var errs []error
-	for _, client := range c.Clients() {
+	for i, client := range c.Clients() {
+		c.Thaw(i)
 		errs = append(errs, client.Close(context.Background()))
 	}
 	errs = append(errs, c.closer.Close())
