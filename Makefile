@@ -28,8 +28,9 @@ demo: generate ## regenerate, then the examples on three nodes in memory: report
 	@echo; echo "== ledger: typed steps into a fenced ledger; a frozen leader's late write is refused"
 	@bin/ledger --nodes 3
 
-bench: ## run the benchmarks
+bench: ## run the benchmarks, with the generated wrapper's per-step overhead (testdata module)
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+	cd testdata && $(GO) test -run='^$$' -bench=. -benchmem ./...
 
 generate: ## run go generate (simbagen writes each package's simba_gen.go)
 	$(GO) generate ./...
