@@ -80,11 +80,11 @@ func GeneratePackages(pkgs []*Package) *Result {
 		}
 		found, diags := Extract(p)
 		res.Diagnostics = append(res.Diagnostics, diags...)
+		exports[p.Path] = generatedNames(p, found)
 		m, diags := Check(p, found)
 		res.Diagnostics = append(res.Diagnostics, diags...)
 		models[i] = m
 		if m != nil {
-			exports[p.Path] = m.Exports()
 			res.Models = append(res.Models, m)
 		}
 	}
@@ -130,6 +130,23 @@ func hasDirectiveErrors(diags Diagnostics, p *Package) bool {
 	return slices.ContainsFunc(diags, func(d Diagnostic) bool {
 		return !d.Warning && filepath.Dir(d.Pos.Filename) == p.Dir
 	})
+}
+
+// generatedNames returns the names that p's generated file declares for
+// the directives found, sorted: RegisterAll and one Register function per
+// annotated function. Invalid directives count too: until they are fixed,
+// nothing is generated, and a use of these names is undefined only for
+// that reason (see [typeErrors]).
+func generatedNames(p *Package, found []Found) []string {
+	if len(found) == 0 {
+		return nil
+	}
+	names := []string{"RegisterAll"}
+	for _, f := range found {
+		names = append(names, registerName(p, f.Decl))
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // typeErrors returns p's type errors but those the missing output causes:
