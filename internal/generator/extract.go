@@ -69,6 +69,23 @@ func Extract(p *Package) ([]Found, Diagnostics) {
 	return found, diags
 }
 
+// ExtractTests returns a warning for every simba directive, valid or not,
+// and every near miss in p's test files: simbagen does not load them, so
+// such a directive would otherwise be ignored in silence.
+func ExtractTests(p *Package) Diagnostics {
+	var diags Diagnostics
+	for _, f := range p.TestFiles {
+		for _, group := range f.Comments {
+			for _, c := range group.List {
+				if d, err := annotations.Parse(c.Text); d != nil || err != nil || annotations.NearMiss(c.Text) != nil {
+					diags.warnf(p.position(c.Slash, 0), "directive in a _test.go file is ignored: simbagen generates code only for the package's non-test files")
+				}
+			}
+		}
+	}
+	return diags
+}
+
 // docOwners maps each doc comment of f to what it documents: a
 // *ast.FuncDecl, or a string saying what else.
 func docOwners(f *ast.File) map[*ast.CommentGroup]any {

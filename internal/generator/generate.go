@@ -74,6 +74,7 @@ func GeneratePackages(pkgs []*Package) *Result {
 	models := make([]*Model, len(pkgs))
 	exports := make(map[string][]string) // package path → generated names
 	for i, p := range pkgs {
+		res.Diagnostics = append(res.Diagnostics, ExtractTests(p)...)
 		if p.Types == nil || len(p.Files) == 0 {
 			res.Diagnostics = append(res.Diagnostics, p.loadErrors...)
 			continue
