@@ -53,6 +53,12 @@
 // "// simba:" (with a space) is only a warning: Go reads it as an ordinary
 // comment.
 //
+// simbagen generates code only for a package's non-test files: it does not
+// load the package's _test.go files (in-package or external tests). A
+// directive in one of them, or a near miss, is ignored with a warning,
+// "directive in a _test.go file is ignored", which leaves the exit status
+// as it is. Move the function to a non-test file to have it registered.
+//
 // simbagen reads a package's previous simba_gen.go as empty, so a stale
 // one never stands in the way; it removes the file when the last directive
 // is gone, and refuses to overwrite a simba_gen.go it did not write.

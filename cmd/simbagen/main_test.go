@@ -152,6 +152,24 @@ func TestWarningOnly(t *testing.T) {
 	}
 }
 
+// A directive in a _test.go file is ignored with a warning, and the exit
+// status and output are those of the package without it.
+func TestTestFileWarning(t *testing.T) {
+	dir := module(t, map[string]string{
+		"p/p.go":      report,
+		"p/p_test.go": strings.NewReplacer("package p", "package p_test", "lease=report", "lease=other", "Report", "Other").Replace(report),
+	})
+	code, stdout, stderr := simbagen("-v", "./p")
+	want := "p/p_test.go:9:1: warning: directive in a _test.go file is ignored: simbagen generates code only for the package's non-test files\n"
+	if code != 0 || stdout != "wrote p/simba_gen.go\n" || stderr != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0, %q, %q", code, stdout, stderr, "wrote p/simba_gen.go\n", want)
+	}
+	gen, err := os.ReadFile(filepath.Join(dir, "p", "simba_gen.go"))
+	if err != nil || bytes.Contains(gen, []byte("Other")) {
+		t.Errorf("simba_gen.go: %v; want it written, for Report only:\n%s", err, gen)
+	}
+}
+
 func TestUsage(t *testing.T) {
 	if code, _, stderr := simbagen("-nope"); code != 2 || !strings.Contains(stderr, "usage: simbagen") {
 		t.Errorf("bad flag: exit %d, stderr %q; want 2 and the usage", code, stderr)

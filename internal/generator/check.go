@@ -2,9 +2,11 @@ package generator
 
 import (
 	"fmt"
+	"go/ast"
 	"go/token"
 	"go/types"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -25,13 +27,18 @@ const RuntimeAlias = "simbart"
 // file. It also reports what would make the generated file wrong: a lease
 // or group used twice in the package, generated names that clash with the
 // package's own, and package-level names that hide an identifier the
-// generated file needs. The model is nil if found is empty.
+// generated file needs. Invalid directives (a nil Directive) are skipped:
+// Extract has reported them. The model is nil if found holds no valid
+// directive.
 func Check(p *Package, found []Found) (*Model, Diagnostics) {
-	if len(found) == 0 {
+	if !slices.ContainsFunc(found, func(f Found) bool { return f.Directive != nil }) {
 		return nil, nil
 	}
 	c := &checker{p: p, m: &Model{Pkg: p.Types, Output: p.Output}}
 	for _, f := range found {
+		if f.Directive == nil {
+			continue
+		}
 		if t := c.task(f); t != nil {
 			c.m.Tasks = append(c.m.Tasks, t)
 		}
@@ -101,10 +108,8 @@ func (c *checker) task(f Found) *Task {
 		}
 		t.Recv = c.receiver(named)
 		t.Recv.Pointer = t.Recv.Pointer || t.RecvPointer
-		t.Register = "Register" + exported(named.Obj().Name()) + exported(obj.Name())
-	} else {
-		t.Register = "Register" + exported(obj.Name())
 	}
+	t.Register = registerName(c.p, f.Decl)
 	if !c.signature(t, name, namePos, sig) {
 		return nil
 	}
@@ -112,6 +117,27 @@ func (c *checker) task(f Found) *Task {
 		return nil
 	}
 	return t
+}
+
+// registerName returns the name of the function that the generated file
+// declares to register fd: Register<Func>, or Register<Recv><Method> for a
+// method, with the receiver's type name as the type checker resolves it
+// (through aliases) or, if it cannot, as written.
+func registerName(p *Package, fd *ast.FuncDecl) string {
+	name := fd.Name.Name
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return "Register" + exported(name)
+	}
+	if obj, ok := p.Info.Defs[fd.Name].(*types.Func); ok && obj.Signature().Recv() != nil {
+		rt := obj.Signature().Recv().Type()
+		if ptr, ok := rt.(*types.Pointer); ok {
+			rt = ptr.Elem()
+		}
+		if named, ok := types.Unalias(rt).(*types.Named); ok {
+			return "Register" + exported(named.Obj().Name()) + exported(name)
+		}
+	}
+	return "Register" + exported(recvTypeName(fd)) + exported(name)
 }
 
 func (c *checker) receiver(named *types.Named) *Receiver {

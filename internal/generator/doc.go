@@ -8,9 +8,11 @@
 //   - [Load] loads the packages with go/packages (names, files, syntax and
 //     types; dependencies from export data), reading any previous
 //     simba_gen.go as an empty file so that stale output never prevents
-//     regeneration (G3).
+//     regeneration (G3). The package's _test.go files are only parsed, for
+//     their comments.
 //   - [Extract] finds the directives in the raw comment text and parses them
-//     with package annotations (G1, G4).
+//     with package annotations (G1, G4); [ExtractTests] warns about those in
+//     test files, which generate nothing.
 //   - [Check] checks each annotated function's signature with go/types
 //     (G1, G2) and builds the [Model]: one [Task] per function, with its
 //     registration name, receiver and typed-steps source.

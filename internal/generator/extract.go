@@ -8,20 +8,23 @@ import (
 	"github.com/simba-go/simba/annotations"
 )
 
-// Found is a valid directive on a top-level function or method.
+// Found is a directive on a top-level function or method.
 type Found struct {
-	File      *ast.File
-	Decl      *ast.FuncDecl
-	Comment   *ast.Comment // the directive's line, for positions
+	File    *ast.File
+	Decl    *ast.FuncDecl
+	Comment *ast.Comment // the directive's line, for positions
+	// Directive is nil if the directive is invalid: Extract has reported
+	// why, and the function still names a function the generated file
+	// would declare (see [generatedNames]).
 	Directive *annotations.Directive
 }
 
 // Extract finds the simba directives in p's files, from the raw text of
 // every line comment (never CommentGroup.Text, which drops directives). It
-// returns the valid directives on top-level functions and methods, in
-// source order, and diagnostics for everything else: invalid directives,
-// directives anywhere but directly above a top-level function (G1), a
-// second directive on one function, and near misses (warnings).
+// returns the first directive on each top-level function and method, valid
+// or not, in source order, and diagnostics for everything else: invalid
+// directives, directives anywhere but directly above a top-level function
+// (G1), a second directive on one function, and near misses (warnings).
 func Extract(p *Package) ([]Found, Diagnostics) {
 	var found []Found
 	var diags Diagnostics
@@ -59,13 +62,28 @@ func Extract(p *Package) ([]Found, Diagnostics) {
 					continue
 				}
 				first[fd] = c
-				if d != nil {
-					found = append(found, Found{File: f, Decl: fd, Comment: c, Directive: d})
-				}
+				found = append(found, Found{File: f, Decl: fd, Comment: c, Directive: d})
 			}
 		}
 	}
 	return found, diags
+}
+
+// ExtractTests returns a warning for every simba directive, valid or not,
+// and every near miss in p's test files: simbagen does not load them, so
+// such a directive would otherwise be ignored in silence.
+func ExtractTests(p *Package) Diagnostics {
+	var diags Diagnostics
+	for _, f := range p.TestFiles {
+		for _, group := range f.Comments {
+			for _, c := range group.List {
+				if d, err := annotations.Parse(c.Text); d != nil || err != nil || annotations.NearMiss(c.Text) != nil {
+					diags.warnf(p.position(c.Slash, 0), "directive in a _test.go file is ignored: simbagen generates code only for the package's non-test files")
+				}
+			}
+		}
+	}
+	return diags
 }
 
 // docOwners maps each doc comment of f to what it documents: a
@@ -140,10 +158,19 @@ func funcName(fd *ast.FuncDecl) string {
 	if fd.Recv == nil || len(fd.Recv.List) == 0 {
 		return fd.Name.Name
 	}
+	if _, star := fd.Recv.List[0].Type.(*ast.StarExpr); star {
+		return "(*" + recvTypeName(fd) + ")." + fd.Name.Name
+	}
+	return recvTypeName(fd) + "." + fd.Name.Name
+}
+
+// recvTypeName returns the name of the method fd's receiver type as
+// written, without its pointer or type arguments: "T" for (t *T[K]), "?"
+// if it is not a name.
+func recvTypeName(fd *ast.FuncDecl) string {
 	t := fd.Recv.List[0].Type
-	star := false
 	if s, ok := t.(*ast.StarExpr); ok {
-		t, star = s.X, true
+		t = s.X
 	}
 	switch x := t.(type) {
 	case *ast.IndexExpr:
@@ -151,12 +178,8 @@ func funcName(fd *ast.FuncDecl) string {
 	case *ast.IndexListExpr:
 		t = x.X
 	}
-	name := "?"
 	if id, ok := t.(*ast.Ident); ok {
-		name = id.Name
+		return id.Name
 	}
-	if star {
-		return "(*" + name + ")." + fd.Name.Name
-	}
-	return name + "." + fd.Name.Name
+	return "?"
 }

@@ -74,17 +74,18 @@ func GeneratePackages(pkgs []*Package) *Result {
 	models := make([]*Model, len(pkgs))
 	exports := make(map[string][]string) // package path → generated names
 	for i, p := range pkgs {
+		res.Diagnostics = append(res.Diagnostics, ExtractTests(p)...)
 		if p.Types == nil || len(p.Files) == 0 {
 			res.Diagnostics = append(res.Diagnostics, p.loadErrors...)
 			continue
 		}
 		found, diags := Extract(p)
 		res.Diagnostics = append(res.Diagnostics, diags...)
+		exports[p.Path] = generatedNames(p, found)
 		m, diags := Check(p, found)
 		res.Diagnostics = append(res.Diagnostics, diags...)
 		models[i] = m
 		if m != nil {
-			exports[p.Path] = m.Exports()
 			res.Models = append(res.Models, m)
 		}
 	}
@@ -130,6 +131,23 @@ func hasDirectiveErrors(diags Diagnostics, p *Package) bool {
 	return slices.ContainsFunc(diags, func(d Diagnostic) bool {
 		return !d.Warning && filepath.Dir(d.Pos.Filename) == p.Dir
 	})
+}
+
+// generatedNames returns the names that p's generated file declares for
+// the directives found, sorted: RegisterAll and one Register function per
+// annotated function. Invalid directives count too: until they are fixed,
+// nothing is generated, and a use of these names is undefined only for
+// that reason (see [typeErrors]).
+func generatedNames(p *Package, found []Found) []string {
+	if len(found) == 0 {
+		return nil
+	}
+	names := []string{"RegisterAll"}
+	for _, f := range found {
+		names = append(names, registerName(p, f.Decl))
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // typeErrors returns p's type errors but those the missing output causes:

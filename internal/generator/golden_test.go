@@ -182,15 +182,28 @@ func writeModule(t *testing.T, dir, testdata string) {
 	}
 }
 
-// TestGoldenPackagesRun vets the testdata module and runs its tests, which
-// register the generated code of the success cases with a client on the
-// memory backend and watch it run (SPEC G4: goldens are compiled and run).
+// TestGoldenPackagesRun vets the testdata module and runs its tests, with
+// the race detector, which register the generated code of the success
+// cases with a client on the memory backend and watch it run (SPEC G4:
+// goldens are compiled and run). Every success case has a test; each
+// benchmark runs once, as the generated code of the bench case is run
+// only there.
 func TestGoldenPackagesRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the testdata module")
 	}
 	root := testdata(t)
-	for _, args := range [][]string{{"vet", "./..."}, {"test", "-count=1", "./..."}} {
+	cases, err := os.ReadDir(filepath.Join(root, "success"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		tests, _ := filepath.Glob(filepath.Join(root, "success", c.Name(), "*_test.go"))
+		if len(tests) == 0 {
+			t.Errorf("testdata/success/%s has no test: its generated code is compiled but never run", c.Name())
+		}
+	}
+	for _, args := range [][]string{{"vet", "./..."}, {"test", "-race", "-count=1", "-bench=.", "-benchtime=1x", "./..."}} {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"go/ast"
+	"go/build"
 	"go/parser"
 	"go/token"
 	"go/types"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +44,12 @@ type Package struct {
 	Types           *types.Package
 	Info            *types.Info
 
+	// TestFiles are the package's _test.go files (in-package and
+	// external) that mention "simba:", parsed for their comments only,
+	// not type-checked: simbagen generates nothing for them, but warns
+	// about the directives in them.
+	TestFiles []*ast.File
+
 	// Output is the path of the file to write, Dir/simba_gen.go.
 	Output string
 	// Previous is the content of the simba_gen.go that simbagen wrote
@@ -58,7 +66,8 @@ type Package struct {
 
 // Load loads the packages matching patterns with the least go/packages
 // offers for the job: names, files, syntax and types of the packages
-// themselves, their dependencies from export data, and no tests. Each
+// themselves, their dependencies from export data, and no tests (their
+// files are only parsed, for warnings: see [Package.TestFiles]). Each
 // package's previous simba_gen.go is read as an empty file (only its
 // package clause), so that stale output, even output that no longer
 // compiles, never prevents regeneration (SPEC G3).
@@ -94,6 +103,7 @@ func Load(cfg Config, patterns ...string) ([]*Package, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctxt := buildContext(cfg)
 	out := make([]*Package, 0, len(pkgs))
 	for _, lp := range pkgs {
 		p := &Package{
@@ -104,8 +114,12 @@ func Load(cfg Config, patterns ...string) ([]*Package, error) {
 		if p.Dir == "" && len(lp.GoFiles) > 0 {
 			p.Dir = filepath.Dir(lp.GoFiles[0])
 		}
+		if p.Fset == nil {
+			p.Fset = token.NewFileSet()
+		}
 		if p.Dir != "" {
 			p.Output = filepath.Join(p.Dir, OutputName)
+			p.TestFiles = parseTestFiles(&ctxt, p.Fset, p.Dir)
 		}
 		mu.Lock()
 		p.Previous = previous[p.Output]
@@ -133,6 +147,51 @@ func Load(cfg Config, patterns ...string) ([]*Package, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// buildContext returns the go/build context that picks the files the go
+// command run by Load picks: with cfg's build tags and, from cfg.Env, its
+// GOOS, GOARCH and CGO_ENABLED.
+func buildContext(cfg Config) build.Context {
+	ctxt := build.Default
+	ctxt.BuildTags = cfg.Tags
+	for _, kv := range cfg.Env {
+		switch k, v, _ := strings.Cut(kv, "="); {
+		case v == "":
+		case k == "GOOS":
+			ctxt.GOOS = v
+		case k == "GOARCH":
+			ctxt.GOARCH = v
+		case k == "CGO_ENABLED":
+			ctxt.CgoEnabled = v == "1"
+		}
+	}
+	return ctxt
+}
+
+// parseTestFiles parses, for their comments, the _test.go files of the
+// package in dir that go test would compile (by ctxt) and that mention
+// "simba:" in any case. Most test files do not, and are read but never
+// parsed. Errors are left for the go command to report.
+func parseTestFiles(ctxt *build.Context, fset *token.FileSet, dir string) []*ast.File {
+	bp, _ := ctxt.ImportDir(dir, 0)
+	if bp == nil {
+		return nil
+	}
+	var files []*ast.File
+	for _, name := range slices.Concat(bp.TestGoFiles, bp.XTestGoFiles) {
+		filename := filepath.Join(dir, name)
+		src, err := os.ReadFile(filename)
+		// "imba:" rather than "simba:": strings.EqualFold, as NearMiss
+		// uses, also folds 'ſ' to 's'.
+		if err != nil || !bytes.Contains(bytes.ToLower(src), []byte("imba:")) {
+			continue
+		}
+		if f, _ := parser.ParseFile(fset, filename, src, parser.ParseComments|parser.SkipObjectResolution); f != nil {
+			files = append(files, f)
+		}
+	}
+	return files
 }
 
 // compilerOutput reports whether a go list error is the compiler's report

@@ -3,7 +3,6 @@ package generator
 import (
 	"go/token"
 	"go/types"
-	"slices"
 
 	"github.com/simba-go/simba/annotations"
 )
@@ -46,13 +45,3 @@ type Receiver struct {
 
 // Partitioned reports whether t is a //simba:partitioned task.
 func (t *Task) Partitioned() bool { return t.Directive.Kind == annotations.Partitioned }
-
-// Exports returns the names the generated file declares, sorted.
-func (m *Model) Exports() []string {
-	names := []string{"RegisterAll"}
-	for _, t := range m.Tasks {
-		names = append(names, t.Register)
-	}
-	slices.Sort(names)
-	return slices.Compact(names)
-}
