@@ -34,7 +34,10 @@ type Listener interface {
 // ListenerFuncs adapts a pair of functions to [Listener]; nil fields are
 // skipped.
 type ListenerFuncs struct {
+	// OnElected is called as [Listener.Elected]: this node won the lease
+	// with term t.
 	OnElected func(ctx context.Context, t *Term)
+	// OnRevoked is called as [Listener.Revoked]: term t ended for reason r.
 	OnRevoked func(ctx context.Context, t *Term, r Reason)
 }
 

@@ -73,7 +73,7 @@ func (k EventKind) String() string {
 // meaningful for its Kind are set. Events that concern one lease carry its
 // Name, so that metrics can be tagged by lease name only.
 type Event struct {
-	Kind      EventKind
+	Kind      EventKind          // what the event reports; it says which other fields are set
 	Name      string             // the lease name, if the event concerns one
 	Token     Token              // the term's token, if the event concerns a term
 	Session   backends.SessionID // the session concerned
@@ -91,6 +91,8 @@ type Event struct {
 // metrics: who leads each lease, ownership changes, renewal latency, session
 // state, expirations.
 type Observer interface {
+	// Observe receives one event. It runs on the engine's event goroutine,
+	// after the previous call returned; it must not block.
 	Observe(Event)
 }
 

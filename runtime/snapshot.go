@@ -9,7 +9,7 @@ import (
 // Snapshot is a point-in-time view of a client (SPEC S5), for status pages
 // and tests.
 type Snapshot struct {
-	State       SessionState
+	State       SessionState       // the session's state: Opening, Live, Suspended or Closed
 	Session     backends.SessionID // the live session's id, "" if none
 	Deadline    time.Time          // the session's local deadline (monotonic), zero if none
 	Remaining   time.Duration      // time left until Deadline
@@ -21,12 +21,12 @@ type Snapshot struct {
 
 // GroupStatus is a partition group's entry in a [Snapshot].
 type GroupStatus struct {
-	Name       string
-	Partitions int   // the group's partition count
-	Members    int   // members in the last view read, 0 before the first
-	Held       []int // partitions this member holds a valid term for, ascending
-	Joined     bool  // a member on the current session
-	LastError  error // the last failed group call (a join with another count, ...)
+	Name       string // the group's name, as given to StartGroup
+	Partitions int    // the group's partition count
+	Members    int    // members in the last view read, 0 before the first
+	Held       []int  // partitions this member holds a valid term for, ascending
+	Joined     bool   // a member on the current session
+	LastError  error  // the last failed group call (a join with another count, ...)
 }
 
 // Role is what a client is doing about one lease name.
@@ -56,9 +56,9 @@ func (r Role) String() string {
 
 // LeaseStatus is one name's entry in a [Snapshot].
 type LeaseStatus struct {
-	Name      string
+	Name      string          // the lease name
 	Lock      bool            // a lock, not an election
-	Role      Role            //
+	Role      Role            // what the client is doing about the lease
 	Token     Token           // the term's token while Leader or HandingOff
 	Remaining time.Duration   // the term's validity left while Leader
 	Cooldown  time.Duration   // cooldown left while CoolingDown

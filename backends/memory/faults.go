@@ -168,17 +168,17 @@ func (f *Faults) ResetCalls() {
 // validation before reaching the store (an invalid name, an oversized
 // value) are not counted.
 type Calls struct {
-	OpenSession int64
-	KeepAlive   int64
-	Owned       int64
-	Acquire     int64
-	Release     int64
-	PutValue    int64
-	Join        int64
-	Leave       int64
-	Members     int64
-	Close       int64
-	StoreTime   int64
+	OpenSession int64 // calls of Store.OpenSession
+	KeepAlive   int64 // calls of a session's KeepAlive
+	Owned       int64 // calls of a session's Owned
+	Acquire     int64 // calls of a session's Acquire
+	Release     int64 // calls of a session's Release
+	PutValue    int64 // calls of a session's PutValue
+	Join        int64 // calls of a session's Join
+	Leave       int64 // calls of a session's Leave
+	Members     int64 // calls of a session's Members
+	Close       int64 // calls of a session's Close
+	StoreTime   int64 // calls of Store.StoreTime
 }
 
 // Total returns the number of calls of every kind.
