@@ -50,6 +50,7 @@ func (k Kind) NameKey() string {
 
 // Directive is a parsed, valid directive.
 type Directive struct {
+	// Kind is the directive: Scheduled or Partitioned.
 	Kind Kind
 	// Name is the lease (Scheduled) or the group (Partitioned).
 	Name string
@@ -73,9 +74,10 @@ type Directive struct {
 
 // Arg is one key=value argument as written in a comment.
 type Arg struct {
-	Key, Value  string
-	Offset      int // byte offset of the key in the comment text
-	ValueOffset int // byte offset of the value
+	Key         string // the text before "="
+	Value       string // the text after "=", as written
+	Offset      int    // byte offset of the key in the comment text
+	ValueOffset int    // byte offset of the value
 }
 
 // Equal reports whether d and e have the same value, ignoring Args.

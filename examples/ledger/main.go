@@ -34,8 +34,8 @@ import (
 
 // Batch is a unit of work: the nth batch to apply, and its amount.
 type Batch struct {
-	N      int
-	Amount int64
+	N      int   // the batch's number, from 1; batches apply in this order
+	Amount int64 // what the batch adds to the ledger's total
 }
 
 // Ledger is one node's view of the shared, fenced ledger.
@@ -102,8 +102,8 @@ func (l *Ledger) PendingBatches(ctx context.Context, t *runtime.Term) iter.Seq2[
 
 // State is the ledger's value: the last batch applied, and the total.
 type State struct {
-	Applied int
-	Total   int64
+	Applied int   // the number of the last batch applied, 0 if none
+	Total   int64 // the sum of the amounts of the batches applied
 }
 
 func (s State) encode() []byte { return fmt.Appendf(nil, "%d %d", s.Applied, s.Total) }

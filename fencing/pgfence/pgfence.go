@@ -50,7 +50,10 @@ import (
 // DB is what the recipe needs of a connection; *pgxpool.Pool, *pgx.Conn and
 // pgx.Tx implement it.
 type DB interface {
+	// Exec runs a statement that returns no rows, as pgx's Exec does.
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	// QueryRow runs a query that returns at most one row, as pgx's
+	// QueryRow does.
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 

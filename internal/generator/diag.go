@@ -13,8 +13,8 @@ import (
 // file (the shape of go/scanner.Error).
 type Diagnostic struct {
 	Pos     token.Position // Filename is absolute
-	Msg     string
-	Warning bool // a warning does not stop generation
+	Msg     string         // the message, without position or "warning: "
+	Warning bool           // a warning does not stop generation
 }
 
 // Format returns "file:line:col: message", the go vet form, with the file
@@ -43,6 +43,7 @@ func (d Diagnostic) Format(base string) string {
 	return b.String()
 }
 
+// String returns d in the go vet form, with the file as recorded.
 func (d Diagnostic) String() string { return d.Format("") }
 
 // Diagnostics is a list of diagnostics; [Diagnostics.Sort] orders it by

@@ -10,9 +10,9 @@ import (
 
 // Found is a directive on a top-level function or method.
 type Found struct {
-	File    *ast.File
-	Decl    *ast.FuncDecl
-	Comment *ast.Comment // the directive's line, for positions
+	File    *ast.File     // the file that declares the function
+	Decl    *ast.FuncDecl // the function or method the directive is on
+	Comment *ast.Comment  // the directive's line, for positions
 	// Directive is nil if the directive is invalid: Extract has reported
 	// why, and the function still names a function the generated file
 	// would declare (see [generatedNames]).

@@ -38,11 +38,13 @@ type Config struct {
 // Package is one loaded package: its syntax and types, with its previous
 // generated file left out, so that a stale one never stands in the way.
 type Package struct {
-	Path, Name, Dir string
-	Fset            *token.FileSet
-	Files           []*ast.File // syntax with comments; the previous output is reduced to its package clause
-	Types           *types.Package
-	Info            *types.Info
+	Path  string         // the import path
+	Name  string         // the package name
+	Dir   string         // the directory of its files, absolute
+	Fset  *token.FileSet // positions of Files and TestFiles
+	Files []*ast.File    // syntax with comments; the previous output is reduced to its package clause
+	Types *types.Package // the type-checked package
+	Info  *types.Info    // the type checker's results for Files
 
 	// TestFiles are the package's _test.go files (in-package and
 	// external) that mention "simba:", parsed for their comments only,
@@ -233,4 +235,5 @@ func (p *Package) position(pos token.Pos, offset int) token.Position {
 	return position
 }
 
+// String names p for messages: "package name (path)".
 func (p *Package) String() string { return fmt.Sprintf("package %s (%s)", p.Name, p.Path) }

@@ -9,34 +9,35 @@ import (
 
 // Model is what one package's simba_gen.go says, checked and ready to emit.
 type Model struct {
-	Pkg       *types.Package
-	Output    string      // the file to write
-	Tasks     []*Task     // in source order
-	Receivers []*Receiver // the receiver types of annotated methods, in order of first use
+	Pkg       *types.Package // the annotated package
+	Output    string         // the file to write
+	Tasks     []*Task        // in source order
+	Receivers []*Receiver    // the receiver types of annotated methods, in order of first use
 }
 
 // Task is one annotated function and what its registration does.
 type Task struct {
-	Directive *annotations.Directive
-	Text      string         // the directive as written
-	Pos       token.Position // of the directive
-	Func      *types.Func    // the annotated function or method
-	Register  string         // the generated registration function's name
+	Directive *annotations.Directive // the parsed directive
+	Text      string                 // the directive as written
+	Pos       token.Position         // of the directive
+	Func      *types.Func            // the annotated function or method
+	Register  string                 // the generated registration function's name
 
-	// Recv is the receiver type of a method, nil for a function;
+	// Recv is the receiver type of a method, nil for a function.
+	Recv *Receiver
 	// RecvPointer tells whether the method's receiver is a pointer.
-	Recv        *Receiver
 	RecvPointer bool
 
 	// Typed steps (G2): the item type, the source, and how it yields.
-	Item           types.Type // nil without items=
-	Source         *types.Func
-	SourceIsMethod bool // a method of Recv, rather than a function
-	SourceSlice    bool // returns ([]T, error), rather than iter.Seq2[T, error]
+	Item           types.Type  // nil without items=
+	Source         *types.Func // the function items= names, nil without items=
+	SourceIsMethod bool        // a method of Recv, rather than a function
+	SourceSlice    bool        // returns ([]T, error), rather than iter.Seq2[T, error]
 }
 
 // Receiver is a type whose methods are annotated.
 type Receiver struct {
+	// Named is the receiver's type, without the pointer.
 	Named *types.Named
 	// Pointer tells whether RegisterAll takes a pointer: true if any of
 	// the annotated methods has a pointer receiver.

@@ -47,8 +47,8 @@ func Flags(nodes int, runFor time.Duration) *Options {
 
 // Cluster is the nodes of one example.
 type Cluster struct {
-	Opts    Options
-	Backend backends.Backend
+	Opts    Options          // the options the cluster was started with
+	Backend backends.Backend // the store every node shares, opened from Opts.Backend
 
 	start     time.Time
 	closer    io.Closer
