@@ -27,6 +27,23 @@ type GroupStatus struct {
 	Held       []int  // partitions this member holds a valid term for, ascending
 	Joined     bool   // a member on the current session
 	LastError  error  // the last failed group call (a join with another count, ...)
+
+	// PerPartition has one entry per partition in Held, in the same order:
+	// its term and, for a group run on a schedule, the schedule's status.
+	PerPartition []PartitionStatus
+}
+
+// PartitionStatus is one held partition's entry in a [GroupStatus].
+type PartitionStatus struct {
+	Index     int           // the partition's number, in [0, N)
+	Token     Token         // the token of this member's term for the partition
+	Remaining time.Duration // the term's validity left
+
+	// Schedule is the partition's schedule when the group runs on one
+	// (Schedule.Rate or Delay set): next run, last run and its result, and
+	// runs over every term of this partition on this client. It is nil for
+	// a group whose task runs once per term.
+	Schedule *ScheduleStatus
 }
 
 // Role is what a client is doing about one lease name.
@@ -91,6 +108,15 @@ func (m *machine) snapshot(now mono) Snapshot {
 		gs := GroupStatus{Name: g.name, Partitions: g.n, Held: heldPartitions(g), Joined: g.joined, LastError: g.lastErr}
 		if g.viewed {
 			gs.Members = len(g.view.Members)
+		}
+		for _, i := range gs.Held {
+			c := g.parts[i]
+			ps := PartitionStatus{Index: i, Token: c.term.token, Remaining: max(0, c.term.deadline.get()-now)}
+			if c.info != nil {
+				st := c.info.get()
+				ps.Schedule = &st
+			}
+			gs.PerPartition = append(gs.PerPartition, ps)
 		}
 		snap.Groups = append(snap.Groups, gs)
 	}
