@@ -36,7 +36,9 @@ import (
 type Schedule struct {
 	// Rate runs the work in every slot of this length.
 	Rate time.Duration
-	// Delay runs the work this long after the previous run ended.
+	// Delay runs the work this long after the previous run ended. It is at
+	// least 1ms: the end of a run is recorded in milliseconds of the
+	// store's clock, so a shorter delay would not survive a fail-over.
 	Delay time.Duration
 	// Initial waits this long after each election before the first run.
 	Initial time.Duration
@@ -54,8 +56,8 @@ func (s Schedule) validate(cfg Config, onceOK bool) error {
 	switch {
 	case s.Rate < 0 || s.Rate > 0 && s.Rate < time.Millisecond:
 		return &ConfigError{"Schedule.Rate", s.Rate.String(), ">= 1ms (slots are counted in milliseconds of the store's clock)"}
-	case s.Delay < 0:
-		return &ConfigError{"Schedule.Delay", s.Delay.String(), "> 0"}
+	case s.Delay < 0 || s.Delay > 0 && s.Delay < time.Millisecond:
+		return &ConfigError{"Schedule.Delay", s.Delay.String(), ">= 1ms (the end of a run is recorded in milliseconds of the store's clock)"}
 	case s.Rate > 0 && s.Delay > 0:
 		return &ConfigError{"Schedule.Rate", s.Rate.String(), "0 when Schedule.Delay is set: exactly one of Rate and Delay"}
 	case s.once() && !onceOK:

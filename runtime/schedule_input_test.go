@@ -1,0 +1,50 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/simba-go/simba/backends/memory"
+	"github.com/simba-go/simba/runtime"
+)
+
+// Schedule.Delay follows Rate's rule: at least 1ms, the unit in which the
+// end of a run is recorded, so that no delay is silently cut short across a
+// fail-over. The error names the field and its value, for schedules and
+// scheduled groups alike.
+func TestScheduleDelayAtLeastAMillisecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newClient(t, memory.New())
+		defer closeClient(t, c)
+		ok := func(context.Context, *runtime.Term) error { return nil }
+		part := func(context.Context, *runtime.Term, int) error { return nil }
+		for _, tc := range []struct {
+			delay time.Duration
+			want  string
+		}{
+			{time.Nanosecond, "Schedule.Delay = 1ns; want >= 1ms"},
+			{500 * time.Microsecond, "Schedule.Delay = 500µs; want >= 1ms"},
+			{time.Millisecond - 1, "Schedule.Delay = 999.999µs; want >= 1ms"},
+		} {
+			s := runtime.Schedule{Delay: tc.delay}
+			_, err := c.StartSchedule("report", s, ok)
+			if !errors.Is(err, runtime.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `"report"`) {
+				t.Errorf("StartSchedule(%+v) = %v, want an error containing %q", s, err, tc.want)
+			}
+			_, err = c.StartGroup("billing", 4, s, part)
+			if !errors.Is(err, runtime.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `"billing"`) {
+				t.Errorf("StartGroup(%+v) = %v, want an error containing %q", s, err, tc.want)
+			}
+		}
+		if _, err := c.StartSchedule("report", runtime.Schedule{Delay: time.Millisecond}, ok); err != nil {
+			t.Errorf("Delay of 1ms rejected: %v", err)
+		}
+		if _, err := c.StartGroup("billing", 4, runtime.Schedule{Delay: time.Millisecond}, part); err != nil {
+			t.Errorf("group with a Delay of 1ms rejected: %v", err)
+		}
+	})
+}
