@@ -34,7 +34,9 @@ import (
 // before it was recorded runs again on the next leader. Make runs idempotent,
 // or fence their writes with the term's token.
 type Schedule struct {
-	// Rate runs the work in every slot of this length.
+	// Rate runs the work in every slot of this length: a whole number of
+	// milliseconds, at least 1ms, since slots are counted in milliseconds
+	// of the store's clock.
 	Rate time.Duration
 	// Delay runs the work this long after the previous run ended. It is at
 	// least 1ms: the end of a run is recorded in milliseconds of the
@@ -54,8 +56,8 @@ func (s Schedule) once() bool { return s.Rate == 0 && s.Delay == 0 }
 // is allowed.
 func (s Schedule) validate(cfg Config, onceOK bool) error {
 	switch {
-	case s.Rate < 0 || s.Rate > 0 && s.Rate < time.Millisecond:
-		return &ConfigError{"Schedule.Rate", s.Rate.String(), ">= 1ms (slots are counted in milliseconds of the store's clock)"}
+	case s.Rate < 0 || s.Rate > 0 && s.Rate < time.Millisecond || s.Rate%time.Millisecond != 0:
+		return &ConfigError{"Schedule.Rate", s.Rate.String(), ">= 1ms, a whole number of milliseconds (slots are counted in milliseconds of the store's clock)"}
 	case s.Delay < 0 || s.Delay > 0 && s.Delay < time.Millisecond:
 		return &ConfigError{"Schedule.Delay", s.Delay.String(), ">= 1ms (the end of a run is recorded in milliseconds of the store's clock)"}
 	case s.Rate > 0 && s.Delay > 0:

@@ -48,3 +48,30 @@ func TestScheduleDelayAtLeastAMillisecond(t *testing.T) {
 		}
 	})
 }
+
+// Slots are counted in whole milliseconds of the store's clock, so a Rate
+// with a fraction of a millisecond is refused rather than run at the
+// truncated rate (1.5ms would run every 1ms).
+func TestScheduleRateWholeMilliseconds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newClient(t, memory.New())
+		defer closeClient(t, c)
+		ok := func(context.Context, *runtime.Term) error { return nil }
+		for _, tc := range []struct {
+			rate time.Duration
+			want string
+		}{
+			{1500 * time.Microsecond, "Schedule.Rate = 1.5ms; want >= 1ms, a whole number of milliseconds"},
+			{10*time.Second + time.Nanosecond, "Schedule.Rate = 10.000000001s; want >= 1ms, a whole number of milliseconds"},
+		} {
+			s := runtime.Schedule{Rate: tc.rate}
+			_, err := c.StartSchedule("report", s, ok)
+			if !errors.Is(err, runtime.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("StartSchedule(%+v) = %v, want an error containing %q", s, err, tc.want)
+			}
+		}
+		if _, err := c.StartSchedule("report", runtime.Schedule{Rate: 1001 * time.Millisecond}, ok); err != nil {
+			t.Errorf("Rate of 1001ms rejected: %v", err)
+		}
+	})
+}
