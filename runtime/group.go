@@ -303,6 +303,12 @@ type Group struct {
 // cancelled and awaited, then the lease released). A member that crashes
 // loses its partitions to the others once the backend expires its session.
 //
+// Each change of membership on its own moves the minimum number of
+// partitions. When several members leave at once, a leaver whose leave has
+// not been applied yet still counts as a member: it may pick up a partition
+// another leaver released, then hand it on when it leaves, so such a
+// partition moves twice.
+//
 // The partition count is recorded by the first member; joining with another
 // count fails (reported as an EventBackendError, retried). partitions must be
 // in [1, 65536] and every partition lease a valid name.
