@@ -143,7 +143,12 @@ func (c *Client) runSchedule(ctx context.Context, t *Term, s Schedule, info *run
 	firstAt := time.Now().Add(s.Initial)
 	defer info.update(func(st *ScheduleStatus) { st.Next = time.Time{} })
 	for {
-		// When is the next run due, on the store's clock?
+		// When is the next run due, on the store's clock? storeNow is an
+		// estimate from the last renewal, ahead of the store by up to one
+		// request latency, so a slot may start slightly before its boundary
+		// on the store's clock. That cannot run a slot twice: runs are
+		// recorded by slot number, and a slot recorded complete is never
+		// started again.
 		storeNow, err := c.storeNow(ctx)
 		if err != nil {
 			return nil // the term ended
