@@ -17,6 +17,11 @@ var ErrStopped = errors.New("simba: election stopped")
 // wait for them, except that Stop and StepDown return after the last Revoked
 // has run (L3).
 //
+// An Elected callback may arrive for a term that has already ended, for
+// example when the client was closed just after winning: check
+// [Term.Valid] or the context before starting work. Such a term still gets
+// its Revoked callback, after Elected, so the two stay paired (L1).
+//
 // The context passed to a callback marks it as running inside the engine:
 // Stop, StepDown or Close called with it (or a context derived from it) does
 // not wait for the callback to return, which would deadlock, but queues the
