@@ -121,8 +121,13 @@ func (m *machine) groupDone(p *pendingReq, res result) {
 		return
 	}
 	if res.err != nil {
-		g.lastErr = res.err
-		m.event(Event{Kind: EventBackendError, Name: g.name, Group: g.name, Err: res.err})
+		err := res.err
+		if p.req.kind == reqJoin && errors.Is(err, backends.ErrGroupMismatch) {
+			err = fmt.Errorf("simba: group %q: cannot join with %d partitions until every member with another count has left: %w",
+				g.name, g.n, err)
+		}
+		g.lastErr = err
+		m.event(Event{Kind: EventBackendError, Name: g.name, Group: g.name, Err: err})
 		switch p.req.kind {
 		case reqJoin:
 			g.joinAt = m.now + m.cfg.RenewInterval/2 + m.jitter()
@@ -310,8 +315,14 @@ type Group struct {
 // partition moves twice.
 //
 // The partition count is recorded by the first member; joining with another
-// count fails (reported as an EventBackendError, retried). partitions must be
-// in [1, 65536] and every partition lease a valid name.
+// count fails. StartGroup does not wait for the join, so the failure is
+// reported later: in the group's [GroupStatus.LastError] and as an
+// EventBackendError, logged as a warning, whose error names the group and
+// this member's count and wraps the backend's error (which gives the
+// group's count) and [backends.ErrGroupMismatch]. The join is retried, so
+// the member joins once every member with the other count has left.
+//
+// partitions must be in [1, 65536] and every partition lease a valid name.
 func (c *Client) StartGroup(name string, partitions int, s Schedule, fn PartitionFunc) (*Group, error) {
 	if fn == nil {
 		return nil, errors.New("simba: StartGroup: nil function")

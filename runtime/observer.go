@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -45,7 +46,8 @@ const (
 	// callback of Name#Token; the term was given up (SPEC L6).
 	EventCallbackRejected
 	// EventBackendError: a backend call for Name (or for the session, when
-	// Name is empty) failed with Err, other than "lease held".
+	// Name is empty) failed with Err, other than "lease held". For a group
+	// call, Name and Group are the group's name.
 	EventBackendError
 	// EventPartitionGained: this member holds Partition of Group (lease Name).
 	EventPartitionGained
@@ -156,8 +158,8 @@ func logEvent(logger *slog.Logger, e Event) {
 		level = slog.LevelWarn
 	case EventBackendError:
 		level = slog.LevelDebug
-		if e.Name == "" {
-			level = slog.LevelWarn
+		if e.Name == "" || errors.Is(e.Err, backends.ErrGroupMismatch) {
+			level = slog.LevelWarn // the session, or a group this member cannot join
 		}
 	}
 	if e.Err != nil {
