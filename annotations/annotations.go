@@ -394,6 +394,10 @@ func (p *parser) value(a Arg) {
 			p.errorf(a.ValueOffset, a.Key, "%s=%s: want %s", a.Key, a.Value, want[a.Key])
 			return
 		}
+		if a.Key == "rate" && v%time.Millisecond != 0 {
+			p.errorf(a.ValueOffset, a.Key, "rate=%s: want a whole number of milliseconds (a rate's slots are counted in milliseconds of the store's clock)", a.Value)
+			return
+		}
 		switch a.Key {
 		case "rate":
 			d.Rate = v

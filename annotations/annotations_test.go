@@ -159,6 +159,7 @@ func TestParseErrors(t *testing.T) {
 		}},
 		{"//simba:scheduled lease=x rate=0s", []string{`32: rate: rate=0s: want a duration of at least 1ms, such as 5m`}},
 		{"//simba:scheduled lease=x rate=500us", []string{`32: rate: rate=500us: want a duration of at least 1ms, such as 5m`}},
+		{"//simba:scheduled lease=x rate=1500us", []string{`32: rate: rate=1500us: want a whole number of milliseconds (a rate's slots are counted in milliseconds of the store's clock)`}},
 		{"//simba:scheduled lease=x delay=-1s", []string{`33: delay: delay=-1s: want a duration of at least 1ms, such as 30s`}},
 		{"//simba:scheduled lease=x rate=1s initial=-1s step=x", []string{
 			`43: initial: initial=-1s: want a duration >= 0, such as 10s`,
