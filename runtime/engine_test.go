@@ -24,7 +24,8 @@ func TestElectionHandOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
 		var log termLog
-		a, b := newClient(t, store), newClient(t, store)
+		a := newClient(t, store, runtime.WithObserver(log.observer(0)))
+		b := newClient(t, store, runtime.WithObserver(log.observer(1)))
 		ea, err := a.StartElection("report", log.listener(0))
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +90,7 @@ func tenNodes(t *testing.T, seed uint64) {
 	}
 	for i := range nodes {
 		links[i] = newLink(store)
-		clients[i] = newClient(t, links[i], runtime.WithSeed(seed*100+uint64(i)))
+		clients[i] = newClient(t, links[i], runtime.WithSeed(seed*100+uint64(i)), runtime.WithObserver(log.observer(i)))
 		start(i)
 	}
 	var wg sync.WaitGroup
@@ -213,7 +214,8 @@ func TestClockDrift(t *testing.T) {
 			store := memory.New(memory.WithClockRate(tc.rate))
 			var log termLog
 			la := newLink(store)
-			a, b := newClient(t, la), newClient(t, store)
+			a := newClient(t, la, runtime.WithObserver(log.observer(0)))
+			b := newClient(t, store, runtime.WithObserver(log.observer(1)))
 			if _, err := a.StartElection("report", log.listener(0)); err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +245,7 @@ func TestSessionExpired(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
 		var log termLog
-		c := newClient(t, store)
+		c := newClient(t, store, runtime.WithObserver(log.observer(0)))
 		e, err := c.StartElection("report", log.listener(0))
 		if err != nil {
 			t.Fatal(err)
@@ -411,8 +413,8 @@ func TestStuckTaskDelaysHandOffAtMostRemaining(t *testing.T) {
 func TestStopFromInside(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
-		c := newClient(t, store)
 		var log termLog
+		c := newClient(t, store, runtime.WithObserver(log.observer(0)))
 		var e *runtime.Election
 		ready := make(chan struct{})
 		inner := log.listener(0)
@@ -513,7 +515,7 @@ func TestCallbackExecutorRefuses(t *testing.T) {
 		}
 		var ev events
 		var log termLog
-		c := newClient(t, store, runtime.WithCallbackExecutor(exec), runtime.WithObserver(&ev))
+		c := newClient(t, store, runtime.WithCallbackExecutor(exec), runtime.WithObserver(log.observer(0, &ev)))
 		if _, err := c.StartElection("report", log.listener(0)); err != nil {
 			t.Fatal(err)
 		}
@@ -544,7 +546,7 @@ func TestStepDownCooldown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
 		var log termLog
-		c := newClient(t, store)
+		c := newClient(t, store, runtime.WithObserver(log.observer(0)))
 		e, err := c.StartElection("report", log.listener(0))
 		if err != nil {
 			t.Fatal(err)
@@ -786,7 +788,8 @@ func TestStoreRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New(memory.WithMaxLease(cfg.LeaseDuration))
 		var log termLog
-		a, b := newClient(t, store), newClient(t, store)
+		a := newClient(t, store, runtime.WithObserver(log.observer(0)))
+		b := newClient(t, store, runtime.WithObserver(log.observer(1)))
 		if _, err := a.StartElection("report", log.listener(0)); err != nil {
 			t.Fatal(err)
 		}
@@ -801,15 +804,14 @@ func TestStoreRestart(t *testing.T) {
 		closeClient(t, a)
 		closeClient(t, b)
 		log.check(t)
-		log.mu.Lock()
-		defer log.mu.Unlock()
-		if len(log.terms) < 2 {
-			t.Fatalf("%d terms, want a term before and after the restart", len(log.terms))
+		terms := log.sorted()
+		if len(terms) < 2 {
+			t.Fatalf("%d terms, want a term before and after the restart", len(terms))
 		}
-		if r := log.terms[0].reason; r != runtime.SessionExpired {
+		if r := terms[0].reason; r != runtime.SessionExpired {
 			t.Errorf("old term ended with %v, want session expired", r)
 		}
-		if next := log.terms[1].start; next.Sub(restart) < cfg.LeaseDuration {
+		if next := terms[1].start; next.Sub(restart) < cfg.LeaseDuration {
 			t.Errorf("a lease was granted %v after the restart, before the guard's %v", next.Sub(restart), cfg.LeaseDuration)
 		}
 	})
