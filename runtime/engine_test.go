@@ -301,8 +301,12 @@ func TestShortenedLease(t *testing.T) {
 	})
 }
 
-// T3: Valid and Remaining read the clock; a node paused past its deadline (no
-// goroutine ran, not even the engine's) reads false on its first read.
+// T3: Valid and Remaining are pure functions of the clock and the session's
+// deadline. A node paused past its deadline — its calls held, its engine's
+// timer stopped, so that none of its goroutines runs while virtual time
+// passes — reads false on its first read, before the engine has ticked: the
+// term has not even been revoked yet. Once the engine runs it revokes the
+// term with DeadlinePassed, at once.
 func TestPausedReadsInvalid(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
@@ -313,18 +317,31 @@ func TestPausedReadsInvalid(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		l.Freeze()
+		synctest.Wait() // every call in flight is answered or held
+		c.PauseEngine()
 		left := term.Remaining()
-		l.Cut()
-		// Sleeping lets the engine run; what T3 promises is that the answer
-		// does not depend on it: check at the first instant past the deadline.
-		time.Sleep(left)
-		if term.Valid() || term.Remaining() != 0 {
-			t.Fatalf("at the deadline: Valid=%v Remaining=%v", term.Valid(), term.Remaining())
+		if left <= 0 {
+			t.Fatalf("term has %v left before the pause", left)
+		}
+		time.Sleep(left) // the pause: nothing of the node's runs
+		valid, remaining, reason := term.Valid(), term.Remaining(), term.Reason()
+		if valid || remaining != 0 {
+			t.Fatalf("first read after the pause: Valid=%v Remaining=%v, want false and 0", valid, remaining)
+		}
+		if reason != runtime.NotEnded {
+			t.Fatalf("Reason = %v before the engine ran; the pause let the engine run", reason)
 		}
 		if err := term.EnsureValid(0); !errors.Is(err, runtime.ErrTermExpired) {
 			t.Fatalf("EnsureValid = %v, want ErrTermExpired", err)
 		}
-		l.Heal()
+		pausedAt := time.Now()
+		c.ResumeEngine()
+		<-term.Done()
+		if term.Reason() != runtime.DeadlinePassed || time.Since(pausedAt) != 0 {
+			t.Fatalf("after the pause: reason %v after %v, want deadline passed at once", term.Reason(), time.Since(pausedAt))
+		}
+		l.Thaw()
 	})
 }
 

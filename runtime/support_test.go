@@ -45,12 +45,14 @@ func closeClient(t *testing.T, c *runtime.Client) {
 
 // link is a node's connection to a shared store, which a test can cut (a
 // network partition of that node alone: calls hang until their context ends,
-// and notifications are lost) and heal. The store's own faults act on every
-// node at once.
+// and notifications are lost) and heal, or freeze (the node's calls are held,
+// whatever their context, until thawed; then they go on). The store's own
+// faults act on every node at once.
 type link struct {
 	backends.Backend
-	mu  sync.Mutex
-	cut chan struct{} // non-nil while cut; closed at heal
+	mu     sync.Mutex
+	cut    chan struct{} // non-nil while cut; closed at heal
+	frozen chan struct{} // non-nil while frozen; closed at thaw
 }
 
 func newLink(b backends.Backend) *link { return &link{Backend: b} }
@@ -72,15 +74,44 @@ func (l *link) Heal() {
 	}
 }
 
+// Freeze holds every call the node makes from now on until Thaw, whatever
+// its context: the node's I/O is stalled, as in a paused process. A held
+// call waits on a channel, so in a bubble it is durably blocked: virtual time
+// passes without it and synctest.Wait returns. Notifications still arrive.
+func (l *link) Freeze() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.frozen == nil {
+		l.frozen = make(chan struct{})
+	}
+}
+
+// Thaw lets the held calls go on to the store, with their contexts (which
+// may have ended meanwhile).
+func (l *link) Thaw() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.frozen != nil {
+		close(l.frozen)
+		l.frozen = nil
+	}
+}
+
 func (l *link) isCut() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.cut != nil
 }
 
-// pass returns nil if the link is up, or waits for ctx and returns its
-// error wrapped as unreachable.
+// pass waits while the link is frozen; then it returns nil if the link is
+// up, or waits for ctx and returns its error wrapped as unreachable.
 func (l *link) pass(ctx context.Context) error {
+	l.mu.Lock()
+	frozen := l.frozen
+	l.mu.Unlock()
+	if frozen != nil {
+		<-frozen
+	}
 	if !l.isCut() {
 		return nil
 	}
