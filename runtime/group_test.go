@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -297,18 +298,7 @@ func (r *groupRig) close() {
 // GroupStatus — matches the store (SPEC §13, observability).
 func (r *groupRig) holders() []string {
 	r.t.Helper()
-	ctx := context.Background()
-	s, _, err := r.store.OpenSession(ctx, time.Second) // a reader, never a member
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	view, err := s.Members(ctx, "billing")
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if err := s.Close(ctx); err != nil {
-		r.t.Fatal(err)
-	}
+	view := r.view()
 	bySession := map[backends.SessionID]*member{}
 	snaps := map[*member]runtime.Snapshot{}
 	for _, m := range r.members {
@@ -336,6 +326,25 @@ func (r *groupRig) holders() []string {
 		}
 	}
 	return out
+}
+
+// view reads the group as the store sees it, through a session that never
+// joins it.
+func (r *groupRig) view() backends.GroupView {
+	r.t.Helper()
+	ctx := context.Background()
+	s, _, err := r.store.OpenSession(ctx, time.Second)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	view, err := s.Members(ctx, "billing")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		r.t.Fatal(err)
+	}
+	return view
 }
 
 func groupStatusEqual(a, b runtime.GroupStatus) bool {
@@ -520,6 +529,130 @@ func TestGroupConcurrentLeavesApplied(t *testing.T) {
 		if extra != 0 {
 			t.Errorf("leavers acquired %d partitions although their Stops were applied first", extra)
 		}
+		r.close()
+	})
+}
+
+// §13, H4: Group.StepDown hands every partition over with the hand-off
+// order and leaves the group before it returns; the member sits out the
+// cooldown, counted from the step-down, out of the group (a member in a
+// step-down cooldown leaves it); then it joins again and the group
+// rebalances, each time moving the minimum.
+func TestGroupStepDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGroupRig(t, 16)
+		joinBound := 2 * cfg.RenewInterval
+		r.change("first member", 0, func() { r.join() })
+		r.change("1 → 2", joinBound, func() { r.join() })
+		a, b := r.members[0], r.members[1]
+
+		const cooldown = 10 * time.Second
+		var steppedAt time.Time
+		r.change("2 → 1 (step-down)", 0, func() {
+			steppedAt = time.Now()
+			held := a.group.Partitions()
+			if err := a.group.StepDown(context.Background(), cooldown); err != nil {
+				t.Fatal(err)
+			}
+			if got := a.group.Partitions(); len(held) == 0 || len(got) != 0 {
+				t.Fatalf("StepDown returned with %v of %v still held", got, held)
+			}
+		}, a.id)
+		sitOut := func(when string) {
+			t.Helper()
+			s := a.client.Snapshot()
+			if len(s.Groups) != 1 || s.Groups[0].Joined || len(s.Groups[0].Held) != 0 {
+				t.Errorf("%s: the stepped-down member's snapshot is %+v, want not joined, nothing held", when, s.Groups)
+			}
+			view := r.view()
+			if slices.Contains(view.Members, s.Session) {
+				t.Errorf("%s: the store lists the stepped-down member: %v", when, view.Members)
+			}
+			if got := b.group.Partitions(); len(got) != r.n {
+				t.Errorf("%s: the other member holds %v, want all %d", when, got, r.n)
+			}
+		}
+		sitOut("during the cooldown")
+		time.Sleep(cooldown - time.Since(steppedAt) - time.Millisecond)
+		sitOut("just before the cooldown ends")
+		r.change("1 → 2 (the cooldown is over)", time.Millisecond+joinBound, func() { r.members[a.id] = a })
+
+		if err := a.group.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.group.StepDown(context.Background(), time.Second); !errors.Is(err, runtime.ErrStopped) {
+			t.Errorf("StepDown after Stop = %v, want ErrStopped", err)
+		}
+		if err := b.group.StepDown(context.Background(), -time.Second); !errors.Is(err, runtime.ErrInvalidConfig) {
+			t.Errorf("StepDown with a negative cooldown = %v, want ErrInvalidConfig", err)
+		}
+		r.close()
+	})
+}
+
+// §13: a group's partition count is recorded by its first member; joining
+// with another count fails with backends.ErrGroupMismatch, reported in the
+// snapshot's LastError and as an EventBackendError, and retried: once the
+// group has no members, the retry records the new count.
+func TestGroupPartitionCountMismatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGroupRig(t, 16)
+		r.change("first member", 0, func() { r.join() })
+		a := r.members[0]
+
+		var ev events
+		b := newClient(t, r.store, runtime.WithObserver(&ev))
+		gb, err := b.StartGroup("billing", 8, runtime.Schedule{}, func(ctx context.Context, _ *runtime.Term, _ int) error {
+			<-ctx.Done()
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * cfg.RenewInterval)
+		synctest.Wait()
+		s := b.Snapshot()
+		if len(s.Groups) != 1 || !errors.Is(s.Groups[0].LastError, backends.ErrGroupMismatch) || s.Groups[0].Joined || len(s.Groups[0].Held) != 0 {
+			t.Fatalf("snapshot of the member with the wrong count: %+v; want LastError matching ErrGroupMismatch, not joined", s.Groups)
+		}
+		var mismatches int
+		for _, e := range ev.of(runtime.EventBackendError) {
+			if !errors.Is(e.Err, backends.ErrGroupMismatch) || e.Group != "billing" || e.Name != "billing" {
+				t.Errorf("backend error event %+v, want a group mismatch of billing", e)
+			}
+			mismatches++
+		}
+		// Retries come every RenewInterval/2 plus up to RenewInterval/2 of
+		// jitter: at least 3 in 3 intervals, besides the first join.
+		if mismatches < 4 {
+			t.Errorf("%d mismatch events in 3 renewal intervals, want the join retried", mismatches)
+		}
+		if got := a.group.Partitions(); len(got) != r.n {
+			t.Errorf("the first member holds %v, want all %d", got, r.n)
+		}
+		view := r.view()
+		if view.Partitions != 16 || len(view.Members) != 1 {
+			t.Errorf("the store's view: %+v, want 16 partitions and one member", view)
+		}
+
+		// The group empties; the next retry records 8 partitions.
+		if err := a.group.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		delete(r.members, a.id)
+		time.Sleep(cfg.RenewInterval) // the longest retry delay
+		synctest.Wait()
+		s = b.Snapshot()
+		if len(s.Groups) != 1 || s.Groups[0].LastError != nil || !s.Groups[0].Joined || len(s.Groups[0].Held) != 8 {
+			t.Fatalf("after the group emptied: %+v; want joined with all 8 partitions and no error", s.Groups)
+		}
+		if got := gb.Partitions(); !slices.Equal(got, []int{0, 1, 2, 3, 4, 5, 6, 7}) {
+			t.Errorf("Partitions() = %v, want 0 to 7", got)
+		}
+		if view := r.view(); view.Partitions != 8 {
+			t.Errorf("the store's view after the retry: %+v, want 8 partitions", view)
+		}
+		closeClient(t, b)
 		r.close()
 	})
 }
