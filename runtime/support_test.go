@@ -441,16 +441,32 @@ func (l *termLog) count() int {
 	return n
 }
 
-// events collects a client's observer events.
+// events collects a client's observer events, with the instant each was
+// delivered (in a bubble, the instant it happened).
 type events struct {
 	mu  sync.Mutex
 	evs []runtime.Event
+	ats []time.Time
 }
 
 func (e *events) Observe(ev runtime.Event) {
 	e.mu.Lock()
 	e.evs = append(e.evs, ev)
+	e.ats = append(e.ats, time.Now())
 	e.mu.Unlock()
+}
+
+// at returns when each event of kind was delivered.
+func (e *events) at(kind runtime.EventKind) []time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []time.Time
+	for i, ev := range e.evs {
+		if ev.Kind == kind {
+			out = append(out, e.ats[i])
+		}
+	}
+	return out
 }
 
 func (e *events) of(kind runtime.EventKind) []runtime.Event {
