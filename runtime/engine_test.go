@@ -709,8 +709,10 @@ func TestLocks(t *testing.T) {
 	})
 }
 
-// L4, L8: a name is unique per client across elections and locks; invalid
-// names and a closed client are clear errors.
+// L4, L8: a name is unique per client across elections and locks. T1: a
+// name is 1–128 characters of [A-Za-z0-9._:-], and neither "." nor "..";
+// anything else is rejected at the call with an error naming the bad input.
+// A closed client is a clear error.
 func TestMisuse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
@@ -724,12 +726,23 @@ func TestMisuse(t *testing.T) {
 		if _, err := c.TryLock(context.Background(), "report"); !errors.Is(err, runtime.ErrNameInUse) {
 			t.Fatalf("TryLock of an election's name = %v, want ErrNameInUse", err)
 		}
-		for _, name := range []string{"", strings.Repeat("x", 129), ".", "..", "a/b", "ünïcode"} {
-			if _, err := c.StartElection(name, nil); !errors.Is(err, runtime.ErrInvalidName) {
-				t.Errorf("StartElection(%q) = %v, want ErrInvalidName", name, err)
+		for _, name := range []string{"", strings.Repeat("x", 129), ".", "..", "a/b", "ünïcode", "a b", "a*"} {
+			var ne *backends.NameError
+			if _, err := c.StartElection(name, nil); !errors.Is(err, runtime.ErrInvalidName) || !errors.As(err, &ne) || ne.Name != name {
+				t.Errorf("T1: StartElection(%q) = %v, want ErrInvalidName naming it", name, err)
 			}
-			if _, err := c.Lock(context.Background(), name); !errors.Is(err, runtime.ErrInvalidName) {
-				t.Errorf("Lock(%q) = %v, want ErrInvalidName", name, err)
+			if _, err := c.Lock(context.Background(), name); !errors.Is(err, runtime.ErrInvalidName) || !errors.As(err, &ne) || ne.Name != name {
+				t.Errorf("T1: Lock(%q) = %v, want ErrInvalidName naming it", name, err)
+			}
+		}
+		for _, name := range []string{"x", strings.Repeat("x", 128), "a..b", "...", "A-Z_a.z:0-9", "-"} {
+			term, err := c.TryLock(context.Background(), name)
+			if err != nil {
+				t.Errorf("T1: TryLock(%q) = %v, want a valid name", name, err)
+				continue
+			}
+			if err := c.Unlock(context.Background(), term); err != nil {
+				t.Fatal(err)
 			}
 		}
 		if err := c.RunWhileLeader(context.Background(), "x", nil); err == nil {
@@ -757,6 +770,59 @@ func TestMisuse(t *testing.T) {
 	if _, err := runtime.NewClient(memory.New(), bad); !errors.Is(err, runtime.ErrInvalidConfig) {
 		t.Errorf("NewClient with Drift 0.7 = %v, want ErrInvalidConfig", err)
 	}
+}
+
+// S2: a session id identifies one session instance and is never reused: 128
+// random bits on the memory store (32 hex digits), a new one for every
+// session any client opens — after an expiry, or a restart of the store that
+// lost every record of the old ones.
+func TestSessionIDsNeverReused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New(memory.WithMaxLease(cfg.LeaseDuration))
+		const n = 3
+		opened := make([]chan backends.SessionID, n)
+		clients := make([]*runtime.Client, n)
+		for i := range clients {
+			opened[i] = make(chan backends.SessionID, 10)
+			clients[i] = newClient(t, store, runtime.WithObserver(runtime.ObserverFunc(func(ev runtime.Event) {
+				if ev.Kind == runtime.EventSessionOpened {
+					opened[i] <- ev.Session
+				}
+			})))
+		}
+		seen := map[backends.SessionID]int{}
+		next := func(why string) {
+			t.Helper()
+			for i, c := range clients {
+				id := <-opened[i] // the client opened a session
+				if len(id) != 32 || strings.Trim(string(id), "0123456789abcdef") != "" {
+					t.Errorf("session id %q, want 128 random bits as 32 hex digits", id)
+				}
+				if j, dup := seen[id]; dup {
+					t.Errorf("S2: session id %s opened by client %d and again by client %d (%s)", id, j, i, why)
+				}
+				seen[id] = i
+				if got := c.Snapshot().Session; got != id {
+					t.Errorf("client %d's snapshot shows session %s, want the one just opened, %s", i, got, id)
+				}
+			}
+		}
+		next("first")
+		for range 5 {
+			for _, c := range clients {
+				store.Faults().ExpireSession(c.Snapshot().Session)
+			}
+			next("after an expiry")
+		}
+		store.Faults().Restart()
+		next("after a restart of the store")
+		for _, c := range clients {
+			closeClient(t, c)
+		}
+		if len(seen) != 7*n {
+			t.Errorf("%d distinct session ids, want %d", len(seen), 7*n)
+		}
+	})
 }
 
 // S4, H1: Close stops elections, then locks, with the hand-off order, then
