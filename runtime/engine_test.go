@@ -24,7 +24,8 @@ func TestElectionHandOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
 		var log termLog
-		a, b := newClient(t, store), newClient(t, store)
+		a := newClient(t, store, runtime.WithObserver(log.observer(0)))
+		b := newClient(t, store, runtime.WithObserver(log.observer(1)))
 		ea, err := a.StartElection("report", log.listener(0))
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +90,7 @@ func tenNodes(t *testing.T, seed uint64) {
 	}
 	for i := range nodes {
 		links[i] = newLink(store)
-		clients[i] = newClient(t, links[i], runtime.WithSeed(seed*100+uint64(i)))
+		clients[i] = newClient(t, links[i], runtime.WithSeed(seed*100+uint64(i)), runtime.WithObserver(log.observer(i)))
 		start(i)
 	}
 	var wg sync.WaitGroup
@@ -213,7 +214,8 @@ func TestClockDrift(t *testing.T) {
 			store := memory.New(memory.WithClockRate(tc.rate))
 			var log termLog
 			la := newLink(store)
-			a, b := newClient(t, la), newClient(t, store)
+			a := newClient(t, la, runtime.WithObserver(log.observer(0)))
+			b := newClient(t, store, runtime.WithObserver(log.observer(1)))
 			if _, err := a.StartElection("report", log.listener(0)); err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +245,7 @@ func TestSessionExpired(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
 		var log termLog
-		c := newClient(t, store)
+		c := newClient(t, store, runtime.WithObserver(log.observer(0)))
 		e, err := c.StartElection("report", log.listener(0))
 		if err != nil {
 			t.Fatal(err)
@@ -299,8 +301,12 @@ func TestShortenedLease(t *testing.T) {
 	})
 }
 
-// T3: Valid and Remaining read the clock; a node paused past its deadline (no
-// goroutine ran, not even the engine's) reads false on its first read.
+// T3: Valid and Remaining are pure functions of the clock and the session's
+// deadline. A node paused past its deadline — its calls held, its engine's
+// timer stopped, so that none of its goroutines runs while virtual time
+// passes — reads false on its first read, before the engine has ticked: the
+// term has not even been revoked yet. Once the engine runs it revokes the
+// term with DeadlinePassed, at once.
 func TestPausedReadsInvalid(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
@@ -311,18 +317,31 @@ func TestPausedReadsInvalid(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		l.Freeze()
+		synctest.Wait() // every call in flight is answered or held
+		c.PauseEngine()
 		left := term.Remaining()
-		l.Cut()
-		// Sleeping lets the engine run; what T3 promises is that the answer
-		// does not depend on it: check at the first instant past the deadline.
-		time.Sleep(left)
-		if term.Valid() || term.Remaining() != 0 {
-			t.Fatalf("at the deadline: Valid=%v Remaining=%v", term.Valid(), term.Remaining())
+		if left <= 0 {
+			t.Fatalf("term has %v left before the pause", left)
+		}
+		time.Sleep(left) // the pause: nothing of the node's runs
+		valid, remaining, reason := term.Valid(), term.Remaining(), term.Reason()
+		if valid || remaining != 0 {
+			t.Fatalf("first read after the pause: Valid=%v Remaining=%v, want false and 0", valid, remaining)
+		}
+		if reason != runtime.NotEnded {
+			t.Fatalf("Reason = %v before the engine ran; the pause let the engine run", reason)
 		}
 		if err := term.EnsureValid(0); !errors.Is(err, runtime.ErrTermExpired) {
 			t.Fatalf("EnsureValid = %v, want ErrTermExpired", err)
 		}
-		l.Heal()
+		pausedAt := time.Now()
+		c.ResumeEngine()
+		<-term.Done()
+		if term.Reason() != runtime.DeadlinePassed || time.Since(pausedAt) != 0 {
+			t.Fatalf("after the pause: reason %v after %v, want deadline passed at once", term.Reason(), time.Since(pausedAt))
+		}
+		l.Thaw()
 	})
 }
 
@@ -411,8 +430,8 @@ func TestStuckTaskDelaysHandOffAtMostRemaining(t *testing.T) {
 func TestStopFromInside(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
-		c := newClient(t, store)
 		var log termLog
+		c := newClient(t, store, runtime.WithObserver(log.observer(0)))
 		var e *runtime.Election
 		ready := make(chan struct{})
 		inner := log.listener(0)
@@ -513,7 +532,7 @@ func TestCallbackExecutorRefuses(t *testing.T) {
 		}
 		var ev events
 		var log termLog
-		c := newClient(t, store, runtime.WithCallbackExecutor(exec), runtime.WithObserver(&ev))
+		c := newClient(t, store, runtime.WithCallbackExecutor(exec), runtime.WithObserver(log.observer(0, &ev)))
 		if _, err := c.StartElection("report", log.listener(0)); err != nil {
 			t.Fatal(err)
 		}
@@ -544,7 +563,7 @@ func TestStepDownCooldown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
 		var log termLog
-		c := newClient(t, store)
+		c := newClient(t, store, runtime.WithObserver(log.observer(0)))
 		e, err := c.StartElection("report", log.listener(0))
 		if err != nil {
 			t.Fatal(err)
@@ -690,8 +709,10 @@ func TestLocks(t *testing.T) {
 	})
 }
 
-// L4, L8: a name is unique per client across elections and locks; invalid
-// names and a closed client are clear errors.
+// L4, L8: a name is unique per client across elections and locks. T1: a
+// name is 1–128 characters of [A-Za-z0-9._:-], and neither "." nor "..";
+// anything else is rejected at the call with an error naming the bad input.
+// A closed client is a clear error.
 func TestMisuse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
@@ -705,12 +726,23 @@ func TestMisuse(t *testing.T) {
 		if _, err := c.TryLock(context.Background(), "report"); !errors.Is(err, runtime.ErrNameInUse) {
 			t.Fatalf("TryLock of an election's name = %v, want ErrNameInUse", err)
 		}
-		for _, name := range []string{"", strings.Repeat("x", 129), ".", "..", "a/b", "ünïcode"} {
-			if _, err := c.StartElection(name, nil); !errors.Is(err, runtime.ErrInvalidName) {
-				t.Errorf("StartElection(%q) = %v, want ErrInvalidName", name, err)
+		for _, name := range []string{"", strings.Repeat("x", 129), ".", "..", "a/b", "ünïcode", "a b", "a*"} {
+			var ne *backends.NameError
+			if _, err := c.StartElection(name, nil); !errors.Is(err, runtime.ErrInvalidName) || !errors.As(err, &ne) || ne.Name != name {
+				t.Errorf("T1: StartElection(%q) = %v, want ErrInvalidName naming it", name, err)
 			}
-			if _, err := c.Lock(context.Background(), name); !errors.Is(err, runtime.ErrInvalidName) {
-				t.Errorf("Lock(%q) = %v, want ErrInvalidName", name, err)
+			if _, err := c.Lock(context.Background(), name); !errors.Is(err, runtime.ErrInvalidName) || !errors.As(err, &ne) || ne.Name != name {
+				t.Errorf("T1: Lock(%q) = %v, want ErrInvalidName naming it", name, err)
+			}
+		}
+		for _, name := range []string{"x", strings.Repeat("x", 128), "a..b", "...", "A-Z_a.z:0-9", "-"} {
+			term, err := c.TryLock(context.Background(), name)
+			if err != nil {
+				t.Errorf("T1: TryLock(%q) = %v, want a valid name", name, err)
+				continue
+			}
+			if err := c.Unlock(context.Background(), term); err != nil {
+				t.Fatal(err)
 			}
 		}
 		if err := c.RunWhileLeader(context.Background(), "x", nil); err == nil {
@@ -738,6 +770,59 @@ func TestMisuse(t *testing.T) {
 	if _, err := runtime.NewClient(memory.New(), bad); !errors.Is(err, runtime.ErrInvalidConfig) {
 		t.Errorf("NewClient with Drift 0.7 = %v, want ErrInvalidConfig", err)
 	}
+}
+
+// S2: a session id identifies one session instance and is never reused: 128
+// random bits on the memory store (32 hex digits), a new one for every
+// session any client opens — after an expiry, or a restart of the store that
+// lost every record of the old ones.
+func TestSessionIDsNeverReused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New(memory.WithMaxLease(cfg.LeaseDuration))
+		const n = 3
+		opened := make([]chan backends.SessionID, n)
+		clients := make([]*runtime.Client, n)
+		for i := range clients {
+			opened[i] = make(chan backends.SessionID, 10)
+			clients[i] = newClient(t, store, runtime.WithObserver(runtime.ObserverFunc(func(ev runtime.Event) {
+				if ev.Kind == runtime.EventSessionOpened {
+					opened[i] <- ev.Session
+				}
+			})))
+		}
+		seen := map[backends.SessionID]int{}
+		next := func(why string) {
+			t.Helper()
+			for i, c := range clients {
+				id := <-opened[i] // the client opened a session
+				if len(id) != 32 || strings.Trim(string(id), "0123456789abcdef") != "" {
+					t.Errorf("session id %q, want 128 random bits as 32 hex digits", id)
+				}
+				if j, dup := seen[id]; dup {
+					t.Errorf("S2: session id %s opened by client %d and again by client %d (%s)", id, j, i, why)
+				}
+				seen[id] = i
+				if got := c.Snapshot().Session; got != id {
+					t.Errorf("client %d's snapshot shows session %s, want the one just opened, %s", i, got, id)
+				}
+			}
+		}
+		next("first")
+		for range 5 {
+			for _, c := range clients {
+				store.Faults().ExpireSession(c.Snapshot().Session)
+			}
+			next("after an expiry")
+		}
+		store.Faults().Restart()
+		next("after a restart of the store")
+		for _, c := range clients {
+			closeClient(t, c)
+		}
+		if len(seen) != 7*n {
+			t.Errorf("%d distinct session ids, want %d", len(seen), 7*n)
+		}
+	})
 }
 
 // S4, H1: Close stops elections, then locks, with the hand-off order, then
@@ -786,7 +871,8 @@ func TestStoreRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New(memory.WithMaxLease(cfg.LeaseDuration))
 		var log termLog
-		a, b := newClient(t, store), newClient(t, store)
+		a := newClient(t, store, runtime.WithObserver(log.observer(0)))
+		b := newClient(t, store, runtime.WithObserver(log.observer(1)))
 		if _, err := a.StartElection("report", log.listener(0)); err != nil {
 			t.Fatal(err)
 		}
@@ -801,15 +887,14 @@ func TestStoreRestart(t *testing.T) {
 		closeClient(t, a)
 		closeClient(t, b)
 		log.check(t)
-		log.mu.Lock()
-		defer log.mu.Unlock()
-		if len(log.terms) < 2 {
-			t.Fatalf("%d terms, want a term before and after the restart", len(log.terms))
+		terms := log.sorted()
+		if len(terms) < 2 {
+			t.Fatalf("%d terms, want a term before and after the restart", len(terms))
 		}
-		if r := log.terms[0].reason; r != runtime.SessionExpired {
+		if r := terms[0].reason; r != runtime.SessionExpired {
 			t.Errorf("old term ended with %v, want session expired", r)
 		}
-		if next := log.terms[1].start; next.Sub(restart) < cfg.LeaseDuration {
+		if next := terms[1].start; next.Sub(restart) < cfg.LeaseDuration {
 			t.Errorf("a lease was granted %v after the restart, before the guard's %v", next.Sub(restart), cfg.LeaseDuration)
 		}
 	})

@@ -6,6 +6,20 @@ import (
 	"github.com/simba-go/simba/backends"
 )
 
+// PauseEngine stops the client's timer. While no backend reply, task or
+// callback completion and no release notification arrives (freeze the
+// node's link first and wait for the bubble), no goroutine of the engine
+// runs, however much virtual time passes: the node is paused (SPEC T3).
+// ResumeEngine ends the pause with a tick at the current time.
+func (c *Client) PauseEngine() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.timer.Stop()
+}
+
+// ResumeEngine ticks the engine, which re-arms its timer.
+func (c *Client) ResumeEngine() { c.apply(c.m.tick) }
+
 // MinMoves exposes the tests' independent oracle for the fewest moves to a
 // fair assignment to the external test package.
 var MinMoves = minMoves

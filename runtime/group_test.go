@@ -1,8 +1,11 @@
 package runtime_test
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -14,66 +17,230 @@ import (
 	"github.com/simba-go/simba/runtime"
 )
 
-// partLog records every partition term a group's tasks saw, and checks at
-// each start that no other member holds a valid term for that partition.
+// partLog records every partition term of a group's members. A term's
+// adoption and end come from its member's EventPartitionGained and
+// EventPartitionLost, delivered at the virtual instant they happened; the
+// *Term comes from the partition task, which may run later, or not at all
+// if the term ended first. Like termLog, it checks at every event and task
+// start that at most one term of a partition is valid, and that it has the
+// highest token adopted for the partition; check verifies the history in
+// token order.
 type partLog struct {
+	group      string
 	mu         sync.Mutex
-	terms      []*partTerm
+	terms      map[partKey]*partTerm
 	violations []string
+	reported   map[string]bool
+}
+
+type partKey struct {
+	partition int
+	token     runtime.Token
 }
 
 type partTerm struct {
 	member     int
 	partition  int
-	term       *runtime.Term
-	start, end time.Time
+	token      runtime.Token
+	term       *runtime.Term // from the task, nil if it never ran
+	start, end time.Time     // from the events
+	gained     int           // EventPartitionGained events
+	lost       int           // EventPartitionLost events
+	tasks      int           // task runs
+	reason     runtime.Reason
 }
 
+func (l *partLog) violate(key, msg string) {
+	if l.reported == nil {
+		l.reported = make(map[string]bool)
+	}
+	if !l.reported[key] {
+		l.reported[key] = true
+		l.violations = append(l.violations, msg)
+	}
+}
+
+func (l *partLog) record(member, partition int, token runtime.Token) *partTerm {
+	if l.terms == nil {
+		l.terms = make(map[partKey]*partTerm)
+	}
+	k := partKey{partition, token}
+	r := l.terms[k]
+	if r == nil {
+		r = &partTerm{member: member, partition: partition, token: token}
+		l.terms[k] = r
+	} else if r.member != member {
+		msg := fmt.Sprintf("partition %d: token %d adopted by member %d and member %d", partition, token, r.member, member)
+		l.violate(msg, msg)
+	}
+	return r
+}
+
+// audit checks this instant: per partition at most one valid term, the one
+// with the highest token adopted. Called with l.mu held.
+func (l *partLog) audit() {
+	highest := map[int]*partTerm{}
+	valid := map[int][]*partTerm{}
+	for _, r := range l.terms {
+		if h := highest[r.partition]; h == nil || r.token > h.token {
+			highest[r.partition] = r
+		}
+		if r.term != nil && r.term.Valid() {
+			valid[r.partition] = append(valid[r.partition], r)
+		}
+	}
+	for p, vs := range valid {
+		slices.SortFunc(vs, func(a, b *partTerm) int { return cmp.Compare(a.token, b.token) })
+		last := vs[len(vs)-1]
+		for _, v := range vs[:len(vs)-1] {
+			l.violate(fmt.Sprint("both valid ", v.term, last.term), fmt.Sprintf(
+				"at %v partition %d: member %d's %v and member %d's %v are both valid", time.Now(), p, v.member, v.term, last.member, last.term))
+		}
+		if h := highest[p]; vs[0].token < h.token {
+			l.violate(fmt.Sprint("valid after ", vs[0].term, h.token), fmt.Sprintf(
+				"at %v partition %d: member %d's %v is still valid after member %d adopted token %d", time.Now(), p, vs[0].member, vs[0].term, h.member, h.token))
+		}
+	}
+}
+
+// observer returns member's observer, which also passes every event on to
+// next. It checks that partition events name the group, the partition's
+// lease and a token (SPEC §13, observability).
+func (l *partLog) observer(member int, next runtime.Observer) runtime.Observer {
+	return runtime.ObserverFunc(func(ev runtime.Event) {
+		next.Observe(ev)
+		if ev.Kind != runtime.EventPartitionGained && ev.Kind != runtime.EventPartitionLost {
+			l.mu.Lock()
+			l.audit()
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if ev.Group != l.group || ev.Name != backends.PartitionName(l.group, ev.Partition) || ev.Token <= 0 || ev.Session == "" {
+			msg := fmt.Sprintf("member %d: %v event %+v does not name group %q, partition lease, token and session", member, ev.Kind, ev, l.group)
+			l.violate(msg, msg)
+		}
+		r := l.record(member, ev.Partition, ev.Token)
+		if ev.Kind == runtime.EventPartitionGained {
+			r.gained++
+			r.start = time.Now()
+		} else {
+			r.lost++
+			r.end, r.reason = time.Now(), ev.Reason
+		}
+		l.audit()
+	})
+}
+
+// task is member's partition function: it records the term and holds the
+// partition until the term ends.
 func (l *partLog) task(member int) runtime.PartitionFunc {
 	return func(ctx context.Context, t *runtime.Term, partition int) error {
-		now := time.Now()
 		l.mu.Lock()
-		for _, r := range l.terms {
-			if r.partition == partition && r.term.Valid() {
-				l.violations = append(l.violations, fmt.Sprintf("at %v member %d got partition %d (%v) while member %d's %v is valid",
-					now, member, partition, t, r.member, r.term))
-			}
+		if t.Name() != backends.PartitionName(l.group, partition) {
+			msg := fmt.Sprintf("member %d: partition %d's task got term %v", member, partition, t)
+			l.violate(msg, msg)
 		}
-		rec := &partTerm{member: member, partition: partition, term: t, start: now}
-		l.terms = append(l.terms, rec)
+		r := l.record(member, partition, t.Token())
+		r.term = t
+		r.tasks++
+		l.audit()
 		l.mu.Unlock()
 		<-ctx.Done()
-		l.mu.Lock()
-		rec.end = time.Now()
-		l.mu.Unlock()
 		return nil
 	}
 }
 
-// check: per partition, terms never overlap and tokens strictly increase.
+// sorted returns the terms by partition, then token.
+func (l *partLog) sorted() []*partTerm {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	terms := slices.Collect(maps.Values(l.terms))
+	slices.SortFunc(terms, func(a, b *partTerm) int {
+		return cmp.Or(cmp.Compare(a.partition, b.partition), cmp.Compare(a.token, b.token))
+	})
+	return terms
+}
+
+// check, once every member is closed: the violations seen; per partition,
+// in token order, each term adopted no earlier than the previous one ended;
+// every term gained and lost exactly once (one event each per move), its
+// task run at most once, with the reason the term ended.
 func (l *partLog) check(t *testing.T) {
 	t.Helper()
+	synctest.Wait()
+	terms := l.sorted()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, v := range l.violations {
 		t.Error(v)
 	}
-	byPart := map[int][]*partTerm{}
-	for _, r := range l.terms {
-		byPart[r.partition] = append(byPart[r.partition], r)
-	}
-	for p, rs := range byPart {
-		slices.SortStableFunc(rs, func(a, b *partTerm) int { return a.start.Compare(b.start) })
-		for i := 1; i < len(rs); i++ {
-			if rs[i].start.Before(rs[i-1].end) {
-				t.Errorf("partition %d: member %d's term [%v, %v) overlaps member %d's from %v",
-					p, rs[i-1].member, rs[i-1].start, rs[i-1].end, rs[i].member, rs[i].start)
-			}
-			if rs[i].term.Token() <= rs[i-1].term.Token() {
-				t.Errorf("partition %d: token %d after %d", p, rs[i].term.Token(), rs[i-1].term.Token())
-			}
+	for i, r := range terms {
+		if r.gained != 1 || r.lost != 1 {
+			t.Errorf("partition %d token %d (member %d): %d gained and %d lost events, want 1 and 1",
+				r.partition, r.token, r.member, r.gained, r.lost)
+		}
+		if r.tasks > 1 {
+			t.Errorf("partition %d token %d: task ran %d times, want once per term", r.partition, r.token, r.tasks)
+		}
+		if r.term != nil && (r.term.Valid() || r.term.Reason() != r.reason) {
+			t.Errorf("partition %d: %v valid=%v reason %v, lost event's reason %v", r.partition, r.term, r.term.Valid(), r.term.Reason(), r.reason)
+		}
+		if i == 0 || terms[i-1].partition != r.partition {
+			continue
+		}
+		prev := terms[i-1]
+		switch {
+		case r.start.Before(prev.start):
+			t.Errorf("partition %d: token %d adopted at %v, before the lower token %d at %v", r.partition, r.token, r.start, prev.token, prev.start)
+		case r.start.Before(prev.end):
+			t.Errorf("partition %d: member %d's term [%v, %v) overlaps member %d's from %v",
+				r.partition, prev.member, prev.start, prev.end, r.member, r.start)
 		}
 	}
+}
+
+// moves returns, for the terms adopted at or after since: how many, how
+// many by the given members, and the last instant a partition changed hands
+// (a term began or ended) at or after since.
+func (l *partLog) moves(since time.Time, by map[int]bool) (gains, byThem int, last time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last = since
+	for _, r := range l.terms {
+		if r.gained > 0 && !r.start.Before(since) {
+			gains++
+			if by[r.member] {
+				byThem++
+			}
+			last = maxTime(last, r.start)
+		}
+		if r.lost > 0 && !r.end.Before(since) {
+			last = maxTime(last, r.end)
+		}
+	}
+	return gains, byThem, last
+}
+
+// lost returns how many terms ended at or after since.
+func (l *partLog) lostSince(since time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.terms {
+		if r.lost > 0 && !r.end.Before(since) {
+			n++
+		}
+	}
+	return n
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 type member struct {
@@ -84,21 +251,28 @@ type member struct {
 	events *events
 }
 
+func (m *member) String() string { return fmt.Sprint("m", m.id) }
+
 type groupRig struct {
 	t       *testing.T
 	store   *memory.Store
 	n       int
-	log     partLog
+	log     *partLog
 	members map[int]*member // the current members
 	all     []*member       // every member ever, to close at the end
 	nextID  int
+}
+
+func newGroupRig(t *testing.T, n int) *groupRig {
+	return &groupRig{t: t, store: memory.New(memory.WithMaxLease(cfg.LeaseDuration)), n: n,
+		log: &partLog{group: "billing"}, members: map[int]*member{}}
 }
 
 func (r *groupRig) join() *member {
 	r.t.Helper()
 	m := &member{id: r.nextID, link: newLink(r.store), events: &events{}}
 	r.nextID++
-	m.client = newClient(r.t, m.link, runtime.WithObserver(m.events))
+	m.client = newClient(r.t, m.link, runtime.WithObserver(r.log.observer(m.id, m.events)))
 	g, err := m.client.StartGroup("billing", r.n, runtime.Schedule{}, r.log.task(m.id))
 	if err != nil {
 		r.t.Fatal(err)
@@ -109,53 +283,100 @@ func (r *groupRig) join() *member {
 	return m
 }
 
-// holders returns who holds each partition, as "m<id>", "" if nobody.
+func (r *groupRig) close() {
+	for _, m := range r.all {
+		m.link.Heal()
+		m.link.Thaw()
+		closeClient(r.t, m.client)
+	}
+	r.log.check(r.t)
+}
+
+// holders returns who holds each partition as the store sees it: "m<id>"
+// for a current member, "" if free, "!<session>" for anyone else. It also
+// checks that what each member reports — Group.Partitions and its Snapshot's
+// GroupStatus — matches the store (SPEC §13, observability).
 func (r *groupRig) holders() []string {
-	out := make([]string, r.n)
+	r.t.Helper()
+	view := r.view()
+	bySession := map[backends.SessionID]*member{}
+	snaps := map[*member]runtime.Snapshot{}
 	for _, m := range r.members {
-		for _, p := range m.group.Partitions() {
-			if out[p] != "" {
-				r.t.Errorf("partition %d held by %s and m%d", p, out[p], m.id)
-			}
-			out[p] = fmt.Sprint("m", m.id)
+		snap := m.client.Snapshot()
+		bySession[snap.Session], snaps[m] = m, snap
+	}
+	out := make([]string, r.n)
+	held := map[*member][]int{}
+	for p, h := range view.Holders {
+		switch m := bySession[h]; {
+		case m != nil:
+			out[p] = m.String()
+			held[m] = append(held[m], p)
+		case h != "":
+			out[p] = "!" + string(h)[:6]
+		}
+	}
+	for m, snap := range snaps {
+		want := runtime.GroupStatus{Name: "billing", Partitions: r.n, Members: len(view.Members), Held: held[m], Joined: true}
+		if len(snap.Groups) != 1 || !groupStatusEqual(snap.Groups[0], want) {
+			r.t.Errorf("%v's snapshot: %+v, want %+v (the store's view)", m, snap.Groups, want)
+		}
+		if got := m.group.Partitions(); !slices.Equal(got, held[m]) {
+			r.t.Errorf("%v's Partitions() = %v, the store says %v", m, got, held[m])
 		}
 	}
 	return out
 }
 
+// view reads the group as the store sees it, through a session that never
+// joins it.
+func (r *groupRig) view() backends.GroupView {
+	r.t.Helper()
+	ctx := context.Background()
+	s, _, err := r.store.OpenSession(ctx, time.Second)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	view, err := s.Members(ctx, "billing")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		r.t.Fatal(err)
+	}
+	return view
+}
+
+func groupStatusEqual(a, b runtime.GroupStatus) bool {
+	return a.Name == b.Name && a.Partitions == b.Partitions && a.Members == b.Members &&
+		slices.Equal(a.Held, b.Held) && a.Joined == b.Joined && a.LastError == b.LastError
+}
+
 func (r *groupRig) ids() []string {
 	var ids []string
-	for id := range r.members {
-		ids = append(ids, fmt.Sprint("m", id))
+	for _, m := range r.members {
+		ids = append(ids, m.String())
 	}
 	return ids
 }
 
-// fair reports whether every partition is held and every member holds
-// ⌊n/m⌋ or ⌈n/m⌉ partitions.
-func (r *groupRig) fair() bool {
+// fair reports whether every partition is held by a member and every member
+// holds ⌊n/m⌋ or ⌈n/m⌉ of them.
+func fair(n int, members, holders []string) bool {
 	count := map[string]int{}
-	for _, h := range r.holders() {
-		if h == "" {
+	for _, h := range holders {
+		if !slices.Contains(members, h) {
 			return false
 		}
 		count[h]++
 	}
-	lo, hi := r.n/len(r.members), (r.n+len(r.members)-1)/len(r.members)
-	for _, id := range r.ids() {
+	lo, hi := n/len(members), (n+len(members)-1)/len(members)
+	for _, id := range members {
 		if count[id] < lo || count[id] > hi {
 			return false
 		}
 	}
 	return true
-}
-
-func (r *groupRig) gains() int {
-	n := 0
-	for _, m := range r.members {
-		n += len(m.events.of(runtime.EventPartitionGained))
-	}
-	return n
 }
 
 func sessionIDs(ss []string) []backends.SessionID {
@@ -166,51 +387,82 @@ func sessionIDs(ss []string) []backends.SessionID {
 	return out
 }
 
-// change applies a membership change and checks SPEC §13: the assignment
-// converges to fair shares within bound, and exactly the minimum number of
-// partitions moved (computed from the state before the change).
-func (r *groupRig) change(what string, bound time.Duration, apply func(), gone ...int) {
+// change applies a membership change (gone: the members it removes) and
+// checks SPEC §13 from what actually happened, read from the partition
+// events: by the bound after the change the assignment is fair, every move
+// happened within the bound, and the partitions that changed hands are
+// exactly the minimum needed to reach a fair state from the state before
+// the change, plus one extra hop for each partition a leaving member
+// acquired during the change (it handed each of them on as its own leave
+// was applied). It returns those extra hops.
+//
+// The system then runs for three more renewal intervals, a quiet tail in
+// which any further move would show, before the state is read.
+func (r *groupRig) change(what string, bound time.Duration, apply func(), gone ...int) (extra int) {
 	r.t.Helper()
 	before := r.holders()
-	gains := r.gains()
+	start := time.Now()
 	apply()
+	leaving := map[int]bool{}
 	for _, id := range gone {
-		gains -= len(r.members[id].events.of(runtime.EventPartitionGained))
+		leaving[id] = true
 		delete(r.members, id)
 	}
 	want := runtime.MinMoves(r.n, sessionIDs(r.ids()), sessionIDs(before))
-	start := time.Now()
-	for synctest.Wait(); !r.fair(); synctest.Wait() {
-		if time.Since(start) > bound {
-			r.t.Fatalf("%s: not fair %v after the change: %v", what, bound, r.holders())
+	time.Sleep(bound + 3*cfg.RenewInterval - time.Since(start))
+	synctest.Wait()
+	after := r.holders()
+	gains, extra, last := r.log.moves(start, leaving)
+	if took := last.Sub(start); took > bound || !fair(r.n, r.ids(), after) {
+		r.t.Fatalf("%s: fair = %v, last move %v after the change; want fair within %v: %v → %v",
+			what, fair(r.n, r.ids(), after), took, bound, before, after)
+	}
+	if gains != want+extra {
+		r.t.Errorf("%s: %d partitions moved, want the minimum %d plus %d extra hops through leaving members (from %v to %v)",
+			what, gains, want, extra, before, after)
+	}
+	free := 0
+	for _, h := range before {
+		if h == "" {
+			free++
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	took := time.Since(start)
-	time.Sleep(3 * cfg.RenewInterval) // anything still moving would show now
-	if got := r.gains() - gains; got != want {
-		r.t.Errorf("%s: %d partitions moved, want the minimum %d (from %v to %v)", what, got, want, before, r.holders())
+	if lost := r.log.lostSince(start); lost != gains-free {
+		r.t.Errorf("%s: %d partitions lost, want one per move of a held partition: %d", what, lost, gains-free)
 	}
-	r.t.Logf("%s: fair after %v, %d moves", what, took, want)
+	r.t.Logf("%s: fair %v after the change; %d moves (minimum %d, %d extra hops)", what, last.Sub(start), gains, want, extra)
+	return extra
 }
 
 // §13: 1 → 3 → 5 → 2 → 1 members of a 16-partition group. After each change
-// the assignment converges to fair shares within a bounded time, moving
-// exactly the minimum number of partitions; no two members ever hold a valid
-// term for one partition; tokens strictly increase per partition. A member
-// that leaves gracefully hands over at once; a member that crashes loses its
-// partitions after the lease duration.
+// the assignment converges to fair shares within a bound, moving exactly the
+// minimum number of partitions from the state before the change (plus the
+// extra hops of concurrent leaves, below); no two members ever hold a valid
+// term for one partition; tokens strictly increase per partition; every
+// move is one EventPartitionGained and one EventPartitionLost with the
+// group, partition and token; Snapshot and Partitions match the store.
 //
-// The bounds: a join converges within two renewal intervals (the others see
-// the new member at their next keep-alive, hand over, and the newcomer is
-// woken by the release notification); a graceful leave at once (the leaver
-// leaves, then releases, and the releases wake the others); a crash within
-// LeaseDuration plus two renewal intervals (the store expires the session,
-// the next keep-alive of any member notices, the others re-read and take
-// over). Tasks here exit as soon as they are cancelled.
+// The bounds, in renewal intervals (tasks here exit as soon as they are
+// cancelled, and the store answers at once):
+//   - a join: 2 (the others see the new member at their next keep-alive,
+//     hand over, and the newcomer is woken by the release notifications);
+//   - graceful leaves, one or several at once: 0 (a leaver leaves, then
+//     releases, and the releases wake the others, who read a view without
+//     it);
+//   - a crash: LeaseDuration plus 2 (the store expires the session, the next
+//     keep-alive of any member notices, the others re-read and take over).
+//
+// Several members leaving at once can move more than the minimum: a leaver
+// whose Stop the engine has not applied yet is still a member, so it may take
+// partitions another leaver released, and hands them on when its own Stop
+// applies (a member leaves the group before it releases, so it takes nothing
+// once its Stop has been applied). Each such partition moves once more than
+// needed, so a change moves at most the minimum plus the partitions leaving
+// members acquired during it; when every Stop is applied before any release,
+// exactly the minimum (TestGroupConcurrentLeavesApplied).
 func TestGroupRebalancing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := &groupRig{t: t, store: memory.New(memory.WithMaxLease(cfg.LeaseDuration)), n: 16, members: map[int]*member{}}
+		r := newGroupRig(t, 16)
 		joinBound := 2 * cfg.RenewInterval
 		r.change("first member", joinBound, func() { r.join() })
 		r.change("1 → 3", joinBound, func() { r.join(); r.join() })
@@ -224,21 +476,183 @@ func TestGroupRebalancing(t *testing.T) {
 			t.Errorf("steady state over 5 intervals with 5 members: %+v; want only ~25 keep-alives", calls)
 		}
 
-		// 5 → 2, one graceful leave at a time, each a change of its own.
-		for _, id := range []int{0, 1, 2} {
-			leaver := r.members[id]
-			r.change(fmt.Sprintf("%d → %d (graceful)", len(r.members), len(r.members)-1), 0, func() {
-				if err := leaver.group.Stop(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-			}, id)
-		}
+		// 5 → 2: three members stop at once.
+		r.change("5 → 2 (three graceful leaves at once)", 0, func() {
+			var wg sync.WaitGroup
+			for _, id := range []int{0, 1, 2} {
+				leaver := r.members[id]
+				wg.Go(func() {
+					if err := leaver.group.Stop(context.Background()); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+		}, 0, 1, 2)
 		crashed := r.members[3]
 		r.change("2 → 1 (crash)", cfg.LeaseDuration+2*cfg.RenewInterval, func() { crashed.link.Cut() }, 3)
-		crashed.link.Heal()
-		for _, m := range r.all {
-			closeClient(t, m.client)
+		r.close()
+	})
+}
+
+// §13: when three members' Stops are all applied before any of them
+// releases a partition — here driven so: their links are frozen while the
+// Stops are issued, so each leaver's Leave is held until all three engines
+// have taken their Stop — no leaver takes a partition, and 5 → 2 moves
+// exactly the minimum.
+func TestGroupConcurrentLeavesApplied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGroupRig(t, 16)
+		r.change("first member", 0, func() { r.join() })
+		r.change("1 → 5", 2*cfg.RenewInterval, func() {
+			for range 4 {
+				r.join()
+			}
+		})
+		leavers := []*member{r.members[1], r.members[2], r.members[4]}
+		extra := r.change("5 → 2 (Stops applied first)", 0, func() {
+			var wg sync.WaitGroup
+			for _, m := range leavers {
+				m.link.Freeze()
+				wg.Go(func() {
+					if err := m.group.Stop(context.Background()); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			synctest.Wait() // every Stop applied, every Leave held
+			for _, m := range leavers {
+				m.link.Thaw()
+			}
+			wg.Wait()
+		}, 1, 2, 4)
+		if extra != 0 {
+			t.Errorf("leavers acquired %d partitions although their Stops were applied first", extra)
 		}
-		r.log.check(t)
+		r.close()
+	})
+}
+
+// §13, H4: Group.StepDown hands every partition over with the hand-off
+// order and leaves the group before it returns; the member sits out the
+// cooldown, counted from the step-down, out of the group (a member in a
+// step-down cooldown leaves it); then it joins again and the group
+// rebalances, each time moving the minimum.
+func TestGroupStepDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGroupRig(t, 16)
+		joinBound := 2 * cfg.RenewInterval
+		r.change("first member", 0, func() { r.join() })
+		r.change("1 → 2", joinBound, func() { r.join() })
+		a, b := r.members[0], r.members[1]
+
+		const cooldown = 10 * time.Second
+		var steppedAt time.Time
+		r.change("2 → 1 (step-down)", 0, func() {
+			steppedAt = time.Now()
+			held := a.group.Partitions()
+			if err := a.group.StepDown(context.Background(), cooldown); err != nil {
+				t.Fatal(err)
+			}
+			if got := a.group.Partitions(); len(held) == 0 || len(got) != 0 {
+				t.Fatalf("StepDown returned with %v of %v still held", got, held)
+			}
+		}, a.id)
+		sitOut := func(when string) {
+			t.Helper()
+			s := a.client.Snapshot()
+			if len(s.Groups) != 1 || s.Groups[0].Joined || len(s.Groups[0].Held) != 0 {
+				t.Errorf("%s: the stepped-down member's snapshot is %+v, want not joined, nothing held", when, s.Groups)
+			}
+			view := r.view()
+			if slices.Contains(view.Members, s.Session) {
+				t.Errorf("%s: the store lists the stepped-down member: %v", when, view.Members)
+			}
+			if got := b.group.Partitions(); len(got) != r.n {
+				t.Errorf("%s: the other member holds %v, want all %d", when, got, r.n)
+			}
+		}
+		sitOut("during the cooldown")
+		time.Sleep(cooldown - time.Since(steppedAt) - time.Millisecond)
+		sitOut("just before the cooldown ends")
+		r.change("1 → 2 (the cooldown is over)", time.Millisecond+joinBound, func() { r.members[a.id] = a })
+
+		if err := a.group.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.group.StepDown(context.Background(), time.Second); !errors.Is(err, runtime.ErrStopped) {
+			t.Errorf("StepDown after Stop = %v, want ErrStopped", err)
+		}
+		if err := b.group.StepDown(context.Background(), -time.Second); !errors.Is(err, runtime.ErrInvalidConfig) {
+			t.Errorf("StepDown with a negative cooldown = %v, want ErrInvalidConfig", err)
+		}
+		r.close()
+	})
+}
+
+// §13: a group's partition count is recorded by its first member; joining
+// with another count fails with backends.ErrGroupMismatch, reported in the
+// snapshot's LastError and as an EventBackendError, and retried: once the
+// group has no members, the retry records the new count.
+func TestGroupPartitionCountMismatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGroupRig(t, 16)
+		r.change("first member", 0, func() { r.join() })
+		a := r.members[0]
+
+		var ev events
+		b := newClient(t, r.store, runtime.WithObserver(&ev))
+		gb, err := b.StartGroup("billing", 8, runtime.Schedule{}, func(ctx context.Context, _ *runtime.Term, _ int) error {
+			<-ctx.Done()
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * cfg.RenewInterval)
+		synctest.Wait()
+		s := b.Snapshot()
+		if len(s.Groups) != 1 || !errors.Is(s.Groups[0].LastError, backends.ErrGroupMismatch) || s.Groups[0].Joined || len(s.Groups[0].Held) != 0 {
+			t.Fatalf("snapshot of the member with the wrong count: %+v; want LastError matching ErrGroupMismatch, not joined", s.Groups)
+		}
+		var mismatches int
+		for _, e := range ev.of(runtime.EventBackendError) {
+			if !errors.Is(e.Err, backends.ErrGroupMismatch) || e.Group != "billing" || e.Name != "billing" {
+				t.Errorf("backend error event %+v, want a group mismatch of billing", e)
+			}
+			mismatches++
+		}
+		// Retries come every RenewInterval/2 plus up to RenewInterval/2 of
+		// jitter: at least 3 in 3 intervals, besides the first join.
+		if mismatches < 4 {
+			t.Errorf("%d mismatch events in 3 renewal intervals, want the join retried", mismatches)
+		}
+		if got := a.group.Partitions(); len(got) != r.n {
+			t.Errorf("the first member holds %v, want all %d", got, r.n)
+		}
+		view := r.view()
+		if view.Partitions != 16 || len(view.Members) != 1 {
+			t.Errorf("the store's view: %+v, want 16 partitions and one member", view)
+		}
+
+		// The group empties; the next retry records 8 partitions.
+		if err := a.group.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		delete(r.members, a.id)
+		time.Sleep(cfg.RenewInterval) // the longest retry delay
+		synctest.Wait()
+		s = b.Snapshot()
+		if len(s.Groups) != 1 || s.Groups[0].LastError != nil || !s.Groups[0].Joined || len(s.Groups[0].Held) != 8 {
+			t.Fatalf("after the group emptied: %+v; want joined with all 8 partitions and no error", s.Groups)
+		}
+		if got := gb.Partitions(); !slices.Equal(got, []int{0, 1, 2, 3, 4, 5, 6, 7}) {
+			t.Errorf("Partitions() = %v, want 0 to 7", got)
+		}
+		if view := r.view(); view.Partitions != 8 {
+			t.Errorf("the store's view after the retry: %+v, want 8 partitions", view)
+		}
+		closeClient(t, b)
+		r.close()
 	})
 }

@@ -51,13 +51,14 @@ func (l *runLog) fn(node int, d time.Duration, hook func(context.Context, *runti
 		}
 		l.mu.Lock()
 		r.end = time.Now()
-		if r.end.After(r.start) && !t.Valid() && t.Reason() != runtime.NotEnded {
-			// A run may end when its term ends (cancelled), never after.
-			select {
-			case <-t.Done():
-			default:
-				l.violations = append(l.violations, fmt.Sprintf("%v ran on after its term ended", t))
+		select {
+		case <-t.Done():
+			// The run's context is cancelled before Done is closed, so a
+			// run can see that its term ended (T2).
+			if ctx.Err() == nil {
+				l.violations = append(l.violations, fmt.Sprintf("%v ended, but its run's context was not cancelled", t))
 			}
+		default:
 		}
 		l.mu.Unlock()
 		return err
@@ -289,9 +290,9 @@ func TestScheduleStepBlocksRuns(t *testing.T) {
 		store := memory.New()
 		l := newLink(store)
 		c := newClient(t, l)
-		const step = 1500 * time.Millisecond
+		const rate, step = 250 * time.Millisecond, 1500 * time.Millisecond
 		var log runLog
-		if _, err := c.StartSchedule("report", runtime.Schedule{Rate: 250 * time.Millisecond, Step: step}, log.fn(0, 0, nil)); err != nil {
+		if _, err := c.StartSchedule("report", runtime.Schedule{Rate: rate, Step: step}, log.fn(0, 0, nil)); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(10 * time.Second)
@@ -299,7 +300,9 @@ func TestScheduleStepBlocksRuns(t *testing.T) {
 		l.Cut() // renewals stop; the validity left shrinks
 		time.Sleep(5 * time.Second)
 		l.Heal()
-		time.Sleep(5 * time.Second)
+		// Close mid-slot: a run that starts at the instant Close revokes its
+		// term may see it ended although the engine's check passed (E2).
+		time.Sleep(5*time.Second + rate/2)
 		closeClient(t, c)
 		log.check(t)
 		runs := log.snapshot()
@@ -534,4 +537,315 @@ func TestGroupScheduledPartitions(t *testing.T) {
 			t.Errorf("%d partitions ran, %d moved between members; want %d and %d", len(perSlot), moved, n, n/2)
 		}
 	})
+}
+
+// slotStart returns the start of the fixed-rate slot t falls in.
+func slotStart(t time.Time, rate time.Duration) time.Time {
+	return time.UnixMilli(slotOf(t, rate) * rate.Milliseconds())
+}
+
+// slotHook records each run's ScheduledSlot, by run start.
+type slotHook struct {
+	mu    sync.Mutex
+	slots map[time.Time]time.Time
+}
+
+func (h *slotHook) hook(ctx context.Context, _ *runtime.Term, r *run) error {
+	slot, _ := runtime.ScheduledSlot(ctx)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.slots == nil {
+		h.slots = make(map[time.Time]time.Time)
+	}
+	h.slots[r.start] = slot
+	return nil
+}
+
+func (h *slotHook) of(start time.Time) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.slots[start]
+}
+
+// §13: a fixed-rate run longer than the rate delays the next start to the
+// slot current when it ends; the slots missed meanwhile are skipped, never
+// run in a burst. The slot rule: after the run of slot k ends at e, the next
+// run starts at max(e, start of slot k+1), for the slot current then. With
+// a rate of 1s and runs of 3.5s that is every 3.5s (0, 3.5, 7, 10.5, … from
+// the first run).
+func TestScheduleSkipsMissedSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rate, work, window = time.Second, 3500 * time.Millisecond, 20 * time.Second
+		store := memory.New()
+		c := newClient(t, store)
+		var log runLog
+		var slots slotHook
+		if _, err := c.StartSchedule("report", runtime.Schedule{Rate: rate}, log.fn(0, work, slots.hook)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(window)
+		closedAt := time.Now()
+		closeClient(t, c)
+		log.check(t)
+
+		runs := log.snapshot()
+		if len(runs) == 0 {
+			t.Fatal("no run")
+		}
+		var want []time.Time
+		for s := runs[0].start; s.Before(closedAt); {
+			want = append(want, s)
+			s = maxTime(s.Add(work), slotStart(s, rate).Add(rate))
+		}
+		var got []time.Time
+		for i, r := range runs {
+			got = append(got, r.start)
+			if slot := slots.of(r.start); !slot.Equal(slotStart(r.start, rate)) {
+				t.Errorf("run %d at %v: ScheduledSlot %v, want the slot current at its start %v", i, r.start, slot, slotStart(r.start, rate))
+			}
+			if i > 0 && r.start.Sub(runs[i-1].start) < rate {
+				t.Errorf("runs %d and %d started %v apart, less than the rate %v: a burst", i-1, i, r.start.Sub(runs[i-1].start), rate)
+			}
+		}
+		if !slices.EqualFunc(got, want, time.Time.Equal) {
+			t.Errorf("runs started at %v, want %v (each at the end of the previous one)", got, want)
+		}
+		var offsets []time.Duration
+		for _, s := range got {
+			offsets = append(offsets, s.Sub(got[0]))
+		}
+		t.Logf("runs started at %v from the first", offsets)
+	})
+}
+
+// E1, §13: a run whose EnsureValid(step) fails at its slot's start (the
+// link is cut, renewals fail, the validity left shrinks under the step) is
+// tried again after the next successful renewal, within the same slot.
+func TestScheduleRetriesAfterRenewalWithinSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rate, step = 10 * time.Second, 1500 * time.Millisecond
+		store := memory.New()
+		l := newLink(store)
+		var ev events
+		c := newClient(t, l, runtime.WithObserver(&ev))
+		var log runLog
+		var slots slotHook
+		if _, err := c.StartSchedule("report", runtime.Schedule{Rate: rate, Step: step}, log.fn(0, 0, slots.hook)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		runs := log.snapshot()
+		if len(runs) != 1 {
+			t.Fatalf("%d runs at the election, want 1", len(runs))
+		}
+		next := slotStart(runs[0].start, rate).Add(rate)
+
+		// Cut the link step before the next slot: the last renewal that
+		// succeeds leaves a deadline less than step after the slot's start.
+		time.Sleep(time.Until(next.Add(-step)))
+		l.Cut()
+		deadline := c.Snapshot().Deadline
+		if !deadline.After(next) || deadline.Sub(next) > step {
+			t.Fatalf("setup: deadline %v after the slot's start, want in (0, %v]", deadline.Sub(next), step)
+		}
+		time.Sleep(time.Until(next))
+		synctest.Wait()
+		if n := len(log.snapshot()); n != 1 {
+			t.Fatalf("a run started at the slot's start with %v of validity left, under the step %v", deadline.Sub(next), step)
+		}
+		healAt := time.Now()
+		l.Heal()
+		time.Sleep(time.Until(deadline))
+		synctest.Wait()
+
+		var renewed time.Time
+		for _, at := range ev.at(runtime.EventSessionRenewed) {
+			if at.After(healAt) {
+				renewed = at
+				break
+			}
+		}
+		if renewed.IsZero() || !renewed.Before(deadline) {
+			t.Fatalf("no renewal succeeded between the heal at %v and the deadline %v", healAt, deadline)
+		}
+		runs = log.snapshot()
+		if len(runs) != 2 {
+			t.Fatalf("%d runs, want the retried one", len(runs))
+		}
+		r := runs[1]
+		t.Logf("slot at %v; link cut at %v, healed at %v; renewal at %v; run at %v with %v left",
+			next, next.Add(-step), healAt, renewed, r.start, r.remaining)
+		if !r.start.Equal(renewed) {
+			t.Errorf("the retried run started at %v, want at the renewal at %v", r.start, renewed)
+		}
+		if !slotStart(r.start, rate).Equal(next) || !slots.of(r.start).Equal(next) {
+			t.Errorf("the retried run started at %v for slot %v, want within the slot %v", r.start, slots.of(r.start), next)
+		}
+		if r.remaining <= step {
+			t.Errorf("the retried run started with %v left, want more than the step %v", r.remaining, step)
+		}
+		closeClient(t, c)
+		log.check(t)
+	})
+}
+
+// §13: the lease's value, read straight from the store by the next
+// acquirer, records the store-clock time of the last run that succeeded —
+// "simba/v1 rate <unix ms of its slot's start>" or "simba/v1 delay <unix ms
+// of its end>"; a failed run is not recorded.
+func TestScheduleRecordsCompletedSlot(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    runtime.Schedule
+	}{
+		{"rate", runtime.Schedule{Rate: 10 * time.Second}},
+		{"delay", runtime.Schedule{Delay: 5 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const work = time.Second
+				store := memory.New()
+				c := newClient(t, store)
+				defer closeClient(t, c)
+				var mu sync.Mutex
+				runs := 0
+				var recorded time.Time
+				failed := make(chan struct{})
+				e, err := c.StartSchedule("report", tc.s, func(ctx context.Context, _ *runtime.Term) error {
+					mu.Lock()
+					runs++
+					n := runs
+					mu.Unlock()
+					<-time.After(work)
+					if n == 4 {
+						close(failed)
+						return errors.New("the fourth run fails")
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if slot, ok := runtime.ScheduledSlot(ctx); ok {
+						recorded = slot
+					} else {
+						recorded = time.Now() // the store's clock is the bubble's
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-failed
+				synctest.Wait() // the schedule has handled the failure
+				if err := e.Stop(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+
+				ctx := context.Background()
+				s, _, err := store.OpenSession(ctx, time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close(ctx)
+				g, err := s.Acquire(ctx, "report")
+				if err != nil {
+					t.Fatal(err)
+				}
+				mu.Lock()
+				want := fmt.Sprintf("simba/v1 %s %d", tc.name, recorded.UnixMilli())
+				mu.Unlock()
+				if string(g.Value) != want {
+					t.Errorf("the lease's value is %q, want %q (the last run that succeeded)", g.Value, want)
+				}
+				t.Logf("recorded %q after 4 runs, the last one failed", g.Value)
+			})
+		})
+	}
+}
+
+// §13, H3: a run in progress when its term ends is cancelled with the
+// reason, and no run of that term starts at or after the term's end, even
+// while the run takes a while to clean up; the schedule goes on in the
+// node's next term.
+func TestScheduleNeverRunsAfterTermEnded(t *testing.T) {
+	for _, tc := range []struct {
+		reason runtime.Reason
+		end    func(*memory.Store, *link, *runtime.Client)
+	}{
+		{runtime.SessionExpired, func(s *memory.Store, _ *link, c *runtime.Client) {
+			s.Faults().ExpireSession(c.Snapshot().Session)
+		}},
+		{runtime.DeadlinePassed, func(_ *memory.Store, l *link, _ *runtime.Client) { l.Cut() }},
+	} {
+		t.Run(tc.reason.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const rate, work, cleanup = time.Second, 5 * time.Second, 500 * time.Millisecond
+				store := memory.New()
+				l := newLink(store)
+				c := newClient(t, l)
+				type runRec struct {
+					term             *runtime.Term
+					start, cancelled time.Time
+					cause            error
+				}
+				var mu sync.Mutex
+				var runs []*runRec
+				if _, err := c.StartSchedule("report", runtime.Schedule{Rate: rate}, func(ctx context.Context, term *runtime.Term) error {
+					r := &runRec{term: term, start: time.Now()}
+					mu.Lock()
+					runs = append(runs, r)
+					mu.Unlock()
+					select {
+					case <-time.After(work):
+						return nil
+					case <-ctx.Done():
+					}
+					mu.Lock()
+					r.cancelled, r.cause = time.Now(), context.Cause(ctx)
+					mu.Unlock()
+					<-time.After(cleanup) // ignores the cancellation for a while
+					return ctx.Err()
+				}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(2*work + work/2) // in the third run
+				mu.Lock()
+				first := runs[len(runs)-1]
+				mu.Unlock()
+				tc.end(store, l, c)
+				<-first.term.Done()
+				ended := time.Now()
+				l.Heal()
+				time.Sleep(2 * cfg.LeaseDuration)
+				closeClient(t, c)
+
+				mu.Lock()
+				defer mu.Unlock()
+				if first.term.Reason() != tc.reason || !first.cancelled.Equal(ended) || !errors.Is(first.cause, tc.reason) {
+					t.Errorf("the run in progress: term ended with %v at %v, run cancelled at %v with cause %v; want %v at once",
+						first.term.Reason(), ended, first.cancelled, first.cause, tc.reason)
+				}
+				earlier, later := 0, 0
+				for _, r := range runs {
+					switch {
+					case r.term == first.term:
+						earlier++
+						if !r.start.Before(ended) {
+							t.Errorf("a run of %v started at %v, at or after the term ended at %v", r.term, r.start, ended)
+						}
+					case r.term != first.term:
+						later++
+						if r.start.Before(ended) || r.term.Token() <= first.term.Token() {
+							t.Errorf("a run of %v started at %v; want a later term, after %v ended at %v", r.term, r.start, first.term, ended)
+						}
+					}
+				}
+				if later == 0 {
+					t.Error("the schedule did not go on in the next term")
+				}
+				if earlier != 3 {
+					t.Errorf("%d runs of %v, want 3 (the term ends in the third)", earlier, first.term)
+				}
+				t.Logf("%v ended %v into its third run; %d runs of later terms", first.term, ended.Sub(first.start), later)
+			})
+		})
+	}
 }

@@ -1,13 +1,16 @@
 package runtime_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -42,12 +45,14 @@ func closeClient(t *testing.T, c *runtime.Client) {
 
 // link is a node's connection to a shared store, which a test can cut (a
 // network partition of that node alone: calls hang until their context ends,
-// and notifications are lost) and heal. The store's own faults act on every
-// node at once.
+// and notifications are lost) and heal, or freeze (the node's calls are held,
+// whatever their context, until thawed; then they go on). The store's own
+// faults act on every node at once.
 type link struct {
 	backends.Backend
-	mu  sync.Mutex
-	cut chan struct{} // non-nil while cut; closed at heal
+	mu     sync.Mutex
+	cut    chan struct{} // non-nil while cut; closed at heal
+	frozen chan struct{} // non-nil while frozen; closed at thaw
 }
 
 func newLink(b backends.Backend) *link { return &link{Backend: b} }
@@ -69,15 +74,44 @@ func (l *link) Heal() {
 	}
 }
 
+// Freeze holds every call the node makes from now on until Thaw, whatever
+// its context: the node's I/O is stalled, as in a paused process. A held
+// call waits on a channel, so in a bubble it is durably blocked: virtual time
+// passes without it and synctest.Wait returns. Notifications still arrive.
+func (l *link) Freeze() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.frozen == nil {
+		l.frozen = make(chan struct{})
+	}
+}
+
+// Thaw lets the held calls go on to the store, with their contexts (which
+// may have ended meanwhile).
+func (l *link) Thaw() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.frozen != nil {
+		close(l.frozen)
+		l.frozen = nil
+	}
+}
+
 func (l *link) isCut() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.cut != nil
 }
 
-// pass returns nil if the link is up, or waits for ctx and returns its
-// error wrapped as unreachable.
+// pass waits while the link is frozen; then it returns nil if the link is
+// up, or waits for ctx and returns its error wrapped as unreachable.
 func (l *link) pass(ctx context.Context) error {
+	l.mu.Lock()
+	frozen := l.frozen
+	l.mu.Unlock()
+	if frozen != nil {
+		<-frozen
+	}
 	if !l.isCut() {
 		return nil
 	}
@@ -176,56 +210,153 @@ func (ls *linkSession) Watch(name string, fn func()) func() {
 	})
 }
 
-// termLog records every term of a set of clients as the listeners see them:
-// when each became known, when it ended, and its callbacks. It checks, at
-// every election, that no other recorded term is valid at that instant.
+// termLog records every term of a set of clients. A term's adoption and
+// end come from its client's observer events (EventElected, EventRevoked):
+// they are delivered at the virtual instant they happened, since a bubble's
+// clock stands still while any goroutine can run, and they do not wait for
+// the listener's queue. The *Term and the callbacks come from the listener,
+// which may run later: a node closed at the instant it won runs the elected
+// callback of a term that has already ended.
+//
+// Safety is checked at every callback and every observed event of every
+// client (renewals make that several times per second): at most one term of
+// a name is valid at that instant, and it carries the highest token adopted
+// so far for the name (a lower token still valid after a higher one was
+// adopted overlapped it). check then verifies the whole history in token
+// order.
 type termLog struct {
 	mu         sync.Mutex
-	terms      []*termRecord
+	terms      map[termKey]*termRecord
 	violations []string
+	reported   map[string]bool // violations already reported, so that an overlap seen at many instants is reported once
+}
+
+type termKey struct {
+	name  string
+	token runtime.Token
 }
 
 type termRecord struct {
 	node       int
-	term       *runtime.Term
-	start, end time.Time
-	elected    int
-	revoked    int
+	name       string
+	token      runtime.Token
+	term       *runtime.Term // from the elected callback; nil if it never ran
+	start, end time.Time     // adoption and end, from the observer's events
+	observed   int           // EventElected events seen
+	ended      int           // EventRevoked events seen
+	elected    int           // elected callbacks
+	revoked    int           // revoked callbacks
 	reason     runtime.Reason
+}
+
+func (l *termLog) record(node int, name string, token runtime.Token) *termRecord {
+	if l.terms == nil {
+		l.terms = make(map[termKey]*termRecord)
+	}
+	k := termKey{name, token}
+	r := l.terms[k]
+	if r == nil {
+		r = &termRecord{node: node, name: name, token: token}
+		l.terms[k] = r
+	} else if r.node != node {
+		msg := fmt.Sprintf("T2: %s#%d adopted by node %d and by node %d", name, token, r.node, node)
+		l.violate(msg, msg)
+	}
+	return r
+}
+
+// violate records a violation, once per key.
+func (l *termLog) violate(key, msg string) {
+	if l.reported == nil {
+		l.reported = make(map[string]bool)
+	}
+	if !l.reported[key] {
+		l.reported[key] = true
+		l.violations = append(l.violations, msg)
+	}
+}
+
+// audit checks, at this instant, that at most one term of each name is valid
+// and that it has the highest token adopted for its name. Called with l.mu
+// held.
+func (l *termLog) audit() {
+	highest := map[string]*termRecord{}
+	valid := map[string][]*termRecord{}
+	for _, r := range l.terms {
+		if h := highest[r.name]; h == nil || r.token > h.token {
+			highest[r.name] = r
+		}
+		if r.term != nil && r.term.Valid() {
+			valid[r.name] = append(valid[r.name], r)
+		}
+	}
+	for name, vs := range valid {
+		slices.SortFunc(vs, func(a, b *termRecord) int { return cmp.Compare(a.token, b.token) })
+		last := vs[len(vs)-1]
+		for _, v := range vs[:len(vs)-1] {
+			l.violate(fmt.Sprint("both valid ", v.term, last.term), fmt.Sprintf(
+				"at %v node %d's %v and node %d's %v are both valid", time.Now(), v.node, v.term, last.node, last.term))
+		}
+		if h := highest[name]; vs[0].token < h.token {
+			l.violate(fmt.Sprint("valid after ", vs[0].term, h.token), fmt.Sprintf(
+				"at %v node %d's %v is still valid after node %d adopted %s#%d", time.Now(), vs[0].node, vs[0].term, h.node, name, h.token))
+		}
+	}
+}
+
+// observer returns node's observer; every event is passed on to next too.
+// Create each client whose listener is log.listener(node) with
+// runtime.WithObserver(log.observer(node)).
+func (l *termLog) observer(node int, next ...runtime.Observer) runtime.Observer {
+	return runtime.ObserverFunc(func(ev runtime.Event) {
+		for _, o := range next {
+			o.Observe(ev)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		switch ev.Kind {
+		case runtime.EventElected:
+			r := l.record(node, ev.Name, ev.Token)
+			r.observed++
+			r.start = time.Now()
+		case runtime.EventRevoked:
+			r := l.record(node, ev.Name, ev.Token)
+			r.ended++
+			r.end, r.reason = time.Now(), ev.Reason
+		}
+		l.audit()
+	})
 }
 
 func (l *termLog) listener(node int) runtime.Listener {
 	return runtime.ListenerFuncs{
 		OnElected: func(_ context.Context, t *runtime.Term) {
-			now := time.Now()
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			for _, r := range l.terms {
-				if r.term.Name() == t.Name() && r.term.Valid() && r.term != t {
-					l.violations = append(l.violations, fmt.Sprintf(
-						"at %v node %d elected %v while node %d's %v is still valid", now, node, t, r.node, r.term))
-				}
+			r := l.record(node, t.Name(), t.Token())
+			if r.term != nil && r.term != t {
+				msg := fmt.Sprintf("T2: node %d elected twice with %v", node, t)
+				l.violate(msg, msg)
 			}
-			rec := &termRecord{node: node, term: t, start: now, elected: 1}
-			l.terms = append(l.terms, rec)
-			go func() { // record when Valid turned false
-				<-t.Done()
-				l.mu.Lock()
-				rec.end = time.Now()
-				l.mu.Unlock()
-			}()
+			r.term = t
+			r.elected++
+			l.audit()
 		},
-		OnRevoked: func(_ context.Context, t *runtime.Term, r runtime.Reason) {
+		OnRevoked: func(_ context.Context, t *runtime.Term, reason runtime.Reason) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			for _, rec := range l.terms {
-				if rec.term == t {
-					rec.revoked++
-					rec.reason = r
-					return
-				}
+			r := l.terms[termKey{t.Name(), t.Token()}]
+			if r == nil || r.term != t || r.elected == 0 {
+				msg := fmt.Sprintf("L1: node %d: revoked %v without elected", node, t)
+				l.violate(msg, msg)
+				return
 			}
-			l.violations = append(l.violations, fmt.Sprintf("L1: revoked %v without elected", t))
+			r.revoked++
+			if reason != t.Reason() {
+				msg := fmt.Sprintf("T4: node %d: %v revoked with %v, but its Reason is %v", node, t, reason, t.Reason())
+				l.violate(msg, msg)
+			}
+			l.audit()
 		},
 	}
 }
@@ -234,66 +365,108 @@ func (l *termLog) listener(node int) runtime.Listener {
 func (l *termLog) leader() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, r := range slices.Backward(l.terms) {
-		if r.term.Valid() {
+	for _, r := range l.terms {
+		if r.term != nil && r.term.Valid() {
 			return r.node
 		}
 	}
 	return -1
 }
 
-// check verifies the whole history: no two terms of a name overlap in time,
-// tokens strictly increase in the order terms began, and every elected
-// callback was followed by exactly one revoked callback.
+// sorted returns the terms recorded, by name and then by token.
+func (l *termLog) sorted() []*termRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	terms := slices.Collect(maps.Values(l.terms))
+	slices.SortFunc(terms, func(a, b *termRecord) int {
+		return cmp.Or(strings.Compare(a.name, b.name), cmp.Compare(a.token, b.token))
+	})
+	return terms
+}
+
+// check verifies the whole history, once every client is closed: the
+// violations seen at callbacks and events; per name, in token order, each
+// term adopted no earlier than the previous one ended (T2: tokens strictly
+// increase in the order terms began, and never two valid terms); every term
+// observed and ended; every elected callback followed by exactly one revoked
+// callback (L1). It first waits until every goroutine of the bubble is
+// blocked, so that the last events and callbacks have been recorded.
 func (l *termLog) check(t *testing.T) {
 	t.Helper()
+	synctest.Wait()
+	terms := l.sorted()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, v := range l.violations {
 		t.Error(v)
 	}
-	terms := slices.Clone(l.terms)
-	slices.SortStableFunc(terms, func(a, b *termRecord) int { return a.start.Compare(b.start) })
 	for i, r := range terms {
-		if r.elected != 1 || r.revoked != 1 {
-			t.Errorf("L1: %v had %d elected and %d revoked callbacks, want 1 and 1", r.term, r.elected, r.revoked)
+		if r.observed != 1 {
+			t.Errorf("%s#%d (node %d): %d EventElected events, want 1 (is the client created with log.observer(%d)?)",
+				r.name, r.token, r.node, r.observed, r.node)
 		}
-		if r.end.IsZero() {
-			t.Errorf("%v never ended", r.term)
+		if r.ended != 1 {
+			t.Errorf("%s#%d (node %d) never ended (%d EventRevoked events, want 1)", r.name, r.token, r.node, r.ended)
 		}
-		if i == 0 {
+		if r.elected > 1 || r.revoked != r.elected {
+			t.Errorf("L1: %s#%d (node %d) had %d elected and %d revoked callbacks, want 1 and 1 (or 0 and 0 if the executor refused it)",
+				r.name, r.token, r.node, r.elected, r.revoked)
+		}
+		if r.term != nil && r.term.Valid() {
+			t.Errorf("%v (node %d) is valid after its client closed", r.term, r.node)
+		}
+		if i == 0 || terms[i-1].name != r.name {
 			continue
 		}
 		prev := terms[i-1]
-		if prev.term.Name() != r.term.Name() {
-			continue
-		}
-		if r.start.Before(prev.end) {
-			t.Errorf("two valid terms: node %d's %v [%v, %v) overlaps node %d's %v from %v",
-				prev.node, prev.term, prev.start, prev.end, r.node, r.term, r.start)
-		}
-		if r.term.Token() <= prev.term.Token() {
-			t.Errorf("T2: token %d after %d", r.term.Token(), prev.term.Token())
+		switch {
+		case r.start.Before(prev.start):
+			t.Errorf("T2: node %d's %s#%d adopted at %v, before node %d's lower %s#%d at %v",
+				r.node, r.name, r.token, r.start, prev.node, prev.name, prev.token, prev.start)
+		case r.start.Before(prev.end):
+			t.Errorf("two valid terms: node %d's %s#%d [%v, %v) overlaps node %d's %s#%d from %v",
+				prev.node, prev.name, prev.token, prev.start, prev.end, r.node, r.name, r.token, r.start)
 		}
 	}
 }
 
+// count returns how many terms had their elected callback run.
 func (l *termLog) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.terms)
+	n := 0
+	for _, r := range l.terms {
+		n += r.elected
+	}
+	return n
 }
 
-// events collects a client's observer events.
+// events collects a client's observer events, with the instant each was
+// delivered (in a bubble, the instant it happened).
 type events struct {
 	mu  sync.Mutex
 	evs []runtime.Event
+	ats []time.Time
 }
 
 func (e *events) Observe(ev runtime.Event) {
 	e.mu.Lock()
 	e.evs = append(e.evs, ev)
+	e.ats = append(e.ats, time.Now())
 	e.mu.Unlock()
+}
+
+// at returns when each event of kind was delivered.
+func (e *events) at(kind runtime.EventKind) []time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []time.Time
+	for i, ev := range e.evs {
+		if ev.Kind == kind {
+			out = append(out, e.ats[i])
+		}
+	}
+	return out
 }
 
 func (e *events) of(kind runtime.EventKind) []runtime.Event {
