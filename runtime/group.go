@@ -314,6 +314,11 @@ type Group struct {
 // another leaver released, then hand it on when it leaves, so such a
 // partition moves twice.
 //
+// With a store that answers promptly and tasks that return when cancelled,
+// a join is balanced within two renewal intervals, graceful leaves (one or
+// several at once) at once, and a crash within LeaseDuration plus two
+// renewal intervals (the runtime's group tests check these bounds).
+//
 // The partition count is recorded by the first member; joining with another
 // count fails. StartGroup does not wait for the join, so the failure is
 // reported later: in the group's [GroupStatus.LastError] and as an
