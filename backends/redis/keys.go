@@ -1,9 +1,6 @@
 package simbaredis
 
-import (
-	"fmt"
-	"strings"
-)
+import "strings"
 
 // layoutVersion is the version of the key layout and of the scripts that
 // read and write it. It is stored in the namespace's meta hash; a script that
@@ -12,7 +9,7 @@ import (
 const layoutVersion = "1"
 
 // The key layout of a namespace, defined here and nowhere else: the Go side
-// builds keys with [layout], and the Lua prelude (luaKeys) gets the same
+// builds keys with [layout], and the Lua helpers below get the same
 // tags from these constants. Every key starts with the hash tag "{prefix}",
 // so that a namespace lives in one Redis Cluster slot.
 //
@@ -54,21 +51,20 @@ func (l layout) channel() string          { return l.base + tagReleased }
 func (l layout) pattern() string          { return l.base + "*" }
 func (l layout) String() string           { return strings.TrimSuffix(l.base, ":") }
 
-// luaKeys is the Lua counterpart of layout: the scripts get the namespace's
-// base ("{prefix}:") as an argument and build keys with these functions.
-func luaKeys() string {
-	var b strings.Builder
-	fn := func(name, tag string) {
-		fmt.Fprintf(&b, "local function %s(x) return P .. %q .. x end\n", name, tag)
-	}
-	fmt.Fprintf(&b, "local SESSIONS = P .. %q\n", tagSessions)
-	fmt.Fprintf(&b, "local CHANNEL = P .. %q\n", tagReleased)
-	fn("sess_key", tagSession)
-	fn("owned_key", tagOwned)
-	fn("joined_key", tagJoined)
-	fn("lease_key", tagLease)
-	fn("group_key", tagGroup)
-	fn("members_key", tagMembers)
-	fn("holders_key", tagHolders)
-	return b.String()
+// The Lua counterpart of layout: the scripts get the namespace's base
+// ("{prefix}:") as an argument, P, and build keys with these helpers.
+var (
+	luaSessions   = helper("local SESSIONS = P .. '" + tagSessions + "'\n")
+	luaChannel    = helper("local CHANNEL = P .. '" + tagReleased + "'\n")
+	luaKeySession = luaKey("sess_key", tagSession)
+	luaKeyOwned   = luaKey("owned_key", tagOwned)
+	luaKeyJoined  = luaKey("joined_key", tagJoined)
+	luaKeyLease   = luaKey("lease_key", tagLease)
+	luaKeyGroup   = luaKey("group_key", tagGroup)
+	luaKeyMembers = luaKey("members_key", tagMembers)
+	luaKeyHolders = luaKey("holders_key", tagHolders)
+)
+
+func luaKey(name, tag string) *luaHelper {
+	return helper("local function " + name + "(x) return P .. '" + tag + "' .. x end\n")
 }

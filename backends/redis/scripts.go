@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,15 +17,18 @@ import (
 
 // Every operation is one Lua script, run with EVALSHA (EVAL after a
 // NOSCRIPT reply), so that it is one atomic round trip. Every script starts
-// with the prelude below:
+// with the header below and includes only the helpers it uses (newScript
+// adds the helpers they use in turn): the scripts run often — an acquire
+// and a release per term — and a prelude of helpers they do not call costs
+// Redis time on every call.
 //
-//   - It reads Redis's clock (TIME): expiry is measured by Redis, never by the
-//     client (SPEC D1). Redis ≥ 5 replicates a script's effects, not the
-//     script, so reading the clock before writing is allowed.
-//   - It checks the namespace's meta hash: the layout version (refusing
-//     another version, [ErrLayout]) and, when the meta hash is missing or the
-//     Go side just got NOSCRIPT, the Redis run id (the amnesia guard, SPEC
-//     §15; see check_meta).
+//   - Every script reads Redis's clock (TIME): expiry is measured by Redis,
+//     never by the client (SPEC D1). Redis ≥ 5 replicates a script's effects,
+//     not the script, so reading the clock before writing is allowed.
+//   - Every script checks the namespace's meta hash: the layout version
+//     (refusing another version, [ErrLayout]) and, when the meta hash is
+//     missing or the Go side just got NOSCRIPT, the Redis run id (the
+//     amnesia guard, SPEC §15; see check_meta).
 //
 // The renewal scripts (open, keep-alive, owned, members, check) also reap a
 // few expired sessions, the oldest first, so that leases and memberships of
@@ -55,35 +59,50 @@ import (
 // the namespace's base, ARGV[2]); KEYS[1] is the meta hash, which routes the
 // call in Redis Cluster. All of them share the hash tag "{prefix}", so they
 // live in one slot; scripts without a shebang line may do this.
-const luaPrelude = `
+const luaHeader = `
 local META = KEYS[1]
 local FRESH = ARGV[1] == '1'
 local P = ARGV[2]
 local MAXLEASE = tonumber(ARGV[3])
 local SID = ARGV[4]
-%s
-local LAYOUT = %q
-local REAP = 16
-local MAXTOKEN = 9007199254740991
+`
 
+// A luaHelper is a piece of Lua that scripts include when they use it — a
+// function or a few locals — and the helpers it uses itself.
+type luaHelper struct {
+	src  string
+	uses []*luaHelper
+}
+
+func helper(src string, uses ...*luaHelper) *luaHelper { return &luaHelper{src: src, uses: uses} }
+
+// The helpers. Key names come from keys.go (luaKeys).
+var (
+	luaNow = helper(`
 local clock = redis.call('TIME')
 local NOW = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+`)
 
+	luaNextRev = helper(`
 local function next_rev() return redis.call('HINCRBY', META, 'rev', 1) end
+`)
 
--- The inverse of backends.PartitionName: "group.i" with i decimal, no
--- leading zero, below 65536.
+	// The inverse of backends.PartitionName: "group.i" with i decimal, no
+	// leading zero, below 65536.
+	luaSplitPartition = helper(`
 local function split_partition(name)
-  local g, d = string.match(name, '^(.+)%%.(%%d+)$')
+  local g, d = string.match(name, '^(.+)%.(%d+)$')
   if not g or (#d > 1 and string.sub(d, 1, 1) == '0') or #d > 5 then return nil end
   local i = tonumber(d)
   if i >= 65536 then return nil end
   return g, i
 end
+`)
 
--- A partition lease changed holder (holder nil: released): keep the group's
--- holder index, and bump the group's epoch if it has members and the index
--- is one of its partitions.
+	// A partition lease changed holder (holder nil: released): keep the
+	// group's holder index, and bump the group's epoch if it has members
+	// and the index is one of its partitions.
+	luaTouchPartition = helper(`
 local function touch_partition(name, holder)
   local g, i = split_partition(name)
   if not g then return end
@@ -95,7 +114,9 @@ local function touch_partition(name, holder)
   local parts = tonumber(redis.call('HGET', group_key(g), 'parts') or '0')
   if i < parts then redis.call('HSET', group_key(g), 'epoch', next_rev()) end
 end
+`, luaSplitPartition, luaKeyHolders, luaKeyGroup, luaNextRev)
 
+	luaLeaveGroup = helper(`
 local function leave_group(id, g)
   redis.call('SREM', members_key(g), id)
   redis.call('SREM', joined_key(id), g)
@@ -105,9 +126,11 @@ local function leave_group(id, g)
     redis.call('HSET', group_key(g), 'epoch', next_rev())
   end
 end
+`, luaKeyMembers, luaKeyJoined, luaKeyGroup, luaNextRev)
 
--- end_session releases everything a session holds (waking watchers), ends
--- its memberships and deletes it: the session closed or expired.
+	// end_session releases everything a session holds (waking watchers),
+	// ends its memberships and deletes it: the session closed or expired.
+	luaEndSession = helper(`
 local function end_session(id)
   local owned = redis.call('HGETALL', owned_key(id))
   for i = 1, #owned, 2 do
@@ -123,9 +146,11 @@ local function end_session(id)
   redis.call('DEL', sess_key(id), owned_key(id), joined_key(id))
   redis.call('ZREM', SESSIONS, id)
 end
+`, luaKeyOwned, luaKeyLease, luaTouchPartition, luaChannel, luaKeyJoined, luaLeaveGroup, luaKeySession, luaSessions)
 
--- alive reports whether session id is alive by Redis's clock; a session
--- whose expiry has passed is ended here and now.
+	// alive reports whether session id is alive by Redis's clock; a session
+	// whose expiry has passed is ended here and now.
+	luaAlive = helper(`
 local function alive(id)
   local e = redis.call('ZSCORE', SESSIONS, id)
   if not e then return false end
@@ -135,18 +160,21 @@ local function alive(id)
   end
   return true
 end
+`, luaSessions, luaNow, luaEndSession)
 
--- The amnesia guard (SPEC §15). A Redis process that restarted without its
--- data, reloaded an older snapshot, or is a replica promoted after a
--- fail-over may have forgotten leases that clients still believe they hold.
--- The Go side runs a script with FRESH set only after a NOSCRIPT reply, and
--- a process answers NOSCRIPT until one of our scripts ran in it: so before
--- any script runs in a new process, one runs with FRESH and compares the
--- process's run id (INFO, read inside the script, so in the same process)
--- with the one recorded in the meta hash. On a mismatch, or when the meta
--- hash is missing, nothing in the namespace can be trusted: every session is
--- ended, and no lease is granted until MaxLease has passed since the loss,
--- by when every old holder's local deadline has passed.
+	// The amnesia guard (SPEC §15). A Redis process that restarted without
+	// its data, reloaded an older snapshot, or is a replica promoted after
+	// a fail-over may have forgotten leases that clients still believe they
+	// hold. The Go side runs a script with FRESH set only after a NOSCRIPT
+	// reply, and a process answers NOSCRIPT until one of our scripts ran in
+	// it: so before any script runs in a new process, one runs with FRESH
+	// and compares the process's run id (INFO, read inside the script, so
+	// in the same process) with the one recorded in the meta hash. On a
+	// mismatch, or when the meta hash is missing, nothing in the namespace
+	// can be trusted: every session is ended, and no lease is granted until
+	// MaxLease has passed since the loss, by when every old holder's local
+	// deadline has passed.
+	luaCheckMeta = helper(`
 local GUARD, TOKEN = 0, 0 -- from the meta hash, read by check_meta
 
 local function check_meta()
@@ -155,7 +183,7 @@ local function check_meta()
   GUARD, TOKEN = tonumber(m[3] or '0'), tonumber(m[4] or '0')
   if m[1] and not FRESH then return nil end
   local info = redis.call('INFO', 'server')
-  local run = string.match(info, 'run_id:(%%x+)') or '?'
+  local run = string.match(info, 'run_id:(%x+)') or '?'
   if m[1] and m[2] == run then return nil end
   local guard
   if m[1] or redis.call('ZCARD', SESSIONS) > 0 then
@@ -167,7 +195,7 @@ local function check_meta()
     -- at the latest when this process booted, and before now. INFO's
     -- uptime is the difference of two whole seconds, up to a second more
     -- than the time since boot: count a second less.
-    local up = tonumber(string.match(info, 'uptime_in_seconds:(%%d+)') or '0')
+    local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or '0')
     guard = NOW - math.max(0, up - 1) * 1000000 + MAXLEASE
   end
   if GUARD > guard then guard = GUARD end
@@ -177,15 +205,26 @@ local function check_meta()
   return nil
 end
 
--- session reads the session hash: ttl, ver, mrev.
+local bad = check_meta()
+if bad then return bad end
+`, luaNow, luaSessions, luaEndSession, luaLayout)
+
+	luaLayout = helper(`
+local LAYOUT = '` + layoutVersion + `'
+`)
+
+	// session reads the session hash: ttl, ver, mrev.
+	luaSession = helper(`
 local function session(id)
   return redis.call('HMGET', sess_key(id), 'ttl', 'ver', 'mrev')
 end
+`, luaKeySession)
 
--- The reply of OpenSession, KeepAlive and Owned: status, remaining (µs),
--- now (µs), and the digest (leases, version, groups), from the session
--- hash s. Its cost grows with the groups joined, never with the leases held
--- (SPEC S1).
+	// The reply of OpenSession, KeepAlive and Owned: status, remaining
+	// (µs), now (µs), and the digest (leases, version, groups), from the
+	// session hash s. Its cost grows with the groups joined, never with the
+	// leases held (SPEC S1).
+	luaRenewal = helper(`
 local function renewal(id, s, remaining)
   local groups = tonumber(s[3] or '0')
   for _, g in ipairs(redis.call('SMEMBERS', joined_key(id))) do
@@ -194,8 +233,10 @@ local function renewal(id, s, remaining)
   end
   return {'OK', remaining, NOW, redis.call('HLEN', owned_key(id)), tonumber(s[2] or '0'), groups}
 end
+`, luaKeyJoined, luaKeyGroup, luaKeyOwned, luaNow)
 
--- prune ends the memberships of group g's members that are not alive.
+	// prune ends the memberships of group g's members that are not alive.
+	luaPrune = helper(`
 local function prune(g)
   for _, id in ipairs(redis.call('SMEMBERS', members_key(g))) do
     if not alive(id) and redis.call('SISMEMBER', members_key(g), id) == 1 then
@@ -203,19 +244,19 @@ local function prune(g)
     end
   end
 end
+`, luaKeyMembers, luaAlive, luaLeaveGroup)
 
--- reap ends a few sessions whose expiry has passed, the oldest first. The
--- renewal scripts call it, so that leases and memberships of crashed nodes
--- are released within one renewal period of any node.
+	// reap ends a few sessions whose expiry has passed, the oldest first.
+	// The renewal scripts call it, so that leases and memberships of
+	// crashed nodes are released within one renewal period of any node.
+	luaReap = helper(`
 local function reap()
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', SESSIONS, '-inf', NOW, 'LIMIT', 0, REAP)) do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', SESSIONS, '-inf', NOW, 'LIMIT', 0, 16)) do
     end_session(id)
   end
 end
-
-local bad = check_meta()
-if bad then return bad end
-`
+`, luaSessions, luaNow, luaEndSession)
+)
 
 // The operations. ARGV[5...] are each one's arguments.
 var (
@@ -232,7 +273,7 @@ local s = session(SID)
 local ttl = tonumber(s[1])
 redis.call('ZADD', SESSIONS, NOW + ttl, SID)
 return renewal(SID, s, ttl)
-`)
+`, luaCheckMeta, luaReap, luaAlive, luaKeySession, luaSession, luaRenewal)
 
 	scriptKeepAlive = newScript("keep-alive", `
 reap()
@@ -241,7 +282,7 @@ local s = session(SID)
 local ttl = tonumber(s[1])
 redis.call('ZADD', SESSIONS, NOW + ttl, SID)
 return renewal(SID, s, ttl)
-`)
+`, luaCheckMeta, luaReap, luaAlive, luaSession, luaRenewal)
 
 	scriptOwned = newScript("owned", `
 reap()
@@ -249,7 +290,7 @@ if not alive(SID) then return {'EXPIRED'} end
 local r = renewal(SID, session(SID), 0)
 r[7] = redis.call('HGETALL', owned_key(SID))
 return r
-`)
+`, luaCheckMeta, luaReap, luaAlive, luaSession, luaRenewal, luaKeyOwned)
 
 	// ARGV[5]: the lease name. Reply: OK, token, has value (0/1), value.
 	scriptAcquire = newScript("acquire", `
@@ -265,14 +306,14 @@ if cur[1] == SID then return granted(cur[2]) end
 if cur[1] and alive(cur[1]) then return {'HELD'} end
 if NOW < GUARD then return {'RECOVERING', GUARD - NOW} end
 local tok = math.max(TOKEN + 1, NOW)
-if tok > MAXTOKEN then return {'TOKENS'} end
+if tok > 9007199254740991 then return {'TOKENS'} end -- 2^53-1
 redis.call('HSET', META, 'token', tok)
 redis.call('HSET', lk, 's', SID, 't', tok)
 redis.call('HSET', owned_key(SID), name, tok)
 redis.call('HINCRBY', sess_key(SID), 'ver', 1)
 touch_partition(name, SID)
 return granted(tok)
-`)
+`, luaCheckMeta, luaAlive, luaKeyLease, luaKeyOwned, luaKeySession, luaTouchPartition)
 
 	// ARGV[5]: the lease name; ARGV[6]: the token.
 	scriptRelease = newScript("release", `
@@ -288,7 +329,7 @@ if cur[1] == SID and cur[2] == ARGV[6] then
   redis.call('PUBLISH', CHANNEL, name)
 end
 return {'OK'}
-`)
+`, luaCheckMeta, luaAlive, luaKeyLease, luaKeyOwned, luaKeySession, luaTouchPartition, luaChannel)
 
 	// ARGV[5]: the lease name; ARGV[6]: the token; ARGV[7]: the value.
 	scriptPutValue = newScript("put value", `
@@ -298,7 +339,7 @@ local cur = redis.call('HMGET', lk, 's', 't')
 if cur[1] ~= SID or cur[2] ~= ARGV[6] then return {'NOTHOLDER'} end
 redis.call('HSET', lk, 'v', ARGV[7])
 return {'OK'}
-`)
+`, luaCheckMeta, luaAlive, luaKeyLease)
 
 	// ARGV[5]: the group; ARGV[6]: its partition count.
 	scriptJoin = newScript("join", `
@@ -312,7 +353,7 @@ redis.call('SADD', members_key(g), SID)
 redis.call('SADD', joined_key(SID), g)
 redis.call('HSET', group_key(g), 'parts', n, 'epoch', next_rev())
 return {'OK'}
-`)
+`, luaCheckMeta, luaAlive, luaPrune, luaKeyGroup, luaKeyMembers, luaKeyJoined, luaNextRev)
 
 	// ARGV[5]: the group.
 	scriptLeave = newScript("leave", `
@@ -323,7 +364,7 @@ if redis.call('SISMEMBER', members_key(ARGV[5]), SID) == 1 then
   redis.call('HSET', sess_key(SID), 'mrev', next_rev())
 end
 return {'OK'}
-`)
+`, luaCheckMeta, luaAlive, luaKeyJoined, luaKeyMembers, luaLeaveGroup, luaKeySession, luaNextRev)
 
 	// ARGV[5]: the group. Reply: OK, partitions, members, holders as a flat
 	// list of partition index and session id.
@@ -343,18 +384,18 @@ for i = 1, #h, 2 do
   end
 end
 return {'OK', parts, redis.call('SMEMBERS', members_key(g)), holders}
-`)
+`, luaCheckMeta, luaReap, luaAlive, luaPrune, luaKeyGroup, luaKeyHolders, luaKeyMembers)
 
 	scriptClose = newScript("close", `
 if redis.call('ZSCORE', SESSIONS, SID) then end_session(SID) end
 return {'OK'}
-`)
+`, luaCheckMeta, luaSessions, luaEndSession)
 
-	// The prelude alone: checks the layout and the run id, reaps.
+	// The header and check_meta: checks the layout and the run id, reaps.
 	scriptCheck = newScript("check", `
 reap()
 return {'OK'}
-`)
+`, luaCheckMeta, luaReap)
 )
 
 // script is one operation's Lua source, prelude included, and its SHA1.
@@ -364,10 +405,29 @@ type script struct {
 	sha  string
 }
 
-func newScript(name, body string) *script {
-	src := fmt.Sprintf(luaPrelude, luaKeys(), layoutVersion) + body
-	sum := sha1.Sum([]byte(src))
-	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+// newScript assembles a script: the header, the helpers it uses and those
+// they use, each once and after those it uses, then body.
+func newScript(name, body string, uses ...*luaHelper) *script {
+	var src strings.Builder
+	src.WriteString(luaHeader)
+	done := make(map[*luaHelper]bool)
+	var add func(h *luaHelper)
+	add = func(h *luaHelper) {
+		if done[h] {
+			return
+		}
+		done[h] = true
+		for _, u := range h.uses {
+			add(u)
+		}
+		src.WriteString(h.src)
+	}
+	for _, h := range uses {
+		add(h)
+	}
+	src.WriteString(body)
+	sum := sha1.Sum([]byte(src.String()))
+	return &script{name: name, src: src.String(), sha: hex.EncodeToString(sum[:])}
 }
 
 // reply is a script's answer: a status and the operation's values.
