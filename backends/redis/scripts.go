@@ -25,10 +25,13 @@ import (
 //   - Every script reads Redis's clock (TIME): expiry is measured by Redis,
 //     never by the client (SPEC D1). Redis ≥ 5 replicates a script's effects,
 //     not the script, so reading the clock before writing is allowed.
-//   - Every script checks the namespace's meta hash: the layout version
-//     (refusing another version, [ErrLayout]) and, when the meta hash is
-//     missing or the Go side just got NOSCRIPT, the Redis run id (the
-//     amnesia guard, SPEC §15; see check_meta).
+//   - The scripts that grant a lease (acquire) or renew a session (open,
+//     keep-alive, owned, and check) check the namespace's meta hash on
+//     every call: the layout version (refusing another version,
+//     [ErrLayout]) and the run id of the Redis process (the amnesia guard,
+//     SPEC §15; see check_meta). The others — release, put value, join,
+//     leave, members, close — grant nothing, and act only for a live
+//     session, which a guarded script opened and renewed.
 //
 // The renewal scripts (open, keep-alive, owned, members, check) also reap a
 // few expired sessions, the oldest first, so that leases and memberships of
@@ -56,15 +59,15 @@ import (
 // costs more than a redis.call.
 //
 // The scripts touch keys they do not declare in KEYS (they build them from
-// the namespace's base, ARGV[2]); KEYS[1] is the meta hash, which routes the
+// the namespace's base, ARGV[1]); KEYS[1] is the meta hash, which routes the
 // call in Redis Cluster. All of them share the hash tag "{prefix}", so they
 // live in one slot; scripts without a shebang line may do this.
+//
+// Arguments: ARGV[1] is the namespace's base ("{prefix}:"), ARGV[2] the
+// calling session's id (empty for check); the guarded scripts get MaxLease
+// in µs as ARGV[3]. The operation's own arguments follow.
 const luaHeader = `
-local META = KEYS[1]
-local FRESH = ARGV[1] == '1'
-local P = ARGV[2]
-local MAXLEASE = tonumber(ARGV[3])
-local SID = ARGV[4]
+local META, P, SID = KEYS[1], ARGV[1], ARGV[2]
 `
 
 // A luaHelper is a piece of Lua that scripts include when they use it — a
@@ -165,25 +168,28 @@ end
 	// The amnesia guard (SPEC §15). A Redis process that restarted without
 	// its data, reloaded an older snapshot, or is a replica promoted after
 	// a fail-over may have forgotten leases that clients still believe they
-	// hold. The Go side runs a script with FRESH set only after a NOSCRIPT
-	// reply, and a process answers NOSCRIPT until one of our scripts ran in
-	// it: so before any script runs in a new process, one runs with FRESH
-	// and compares the process's run id (INFO, read inside the script, so
-	// in the same process) with the one recorded in the meta hash. On a
+	// hold. Every guarded script compares the run id of the process it runs
+	// in (INFO, read inside the script, so in the same process) with the
+	// one recorded in the namespace's meta hash, on every call: the script
+	// cache is shared by every namespace of a Redis (the prefix is an
+	// argument), and Redis < 7 even saves it with the data, so no reply the
+	// client gets tells it reliably that it talks to a new process. On a
 	// mismatch, or when the meta hash is missing, nothing in the namespace
 	// can be trusted: every session is ended, and no lease is granted until
 	// MaxLease has passed since the loss, by when every old holder's local
-	// deadline has passed.
+	// deadline has passed. Reading INFO costs a few µs; only the guarded
+	// scripts pay it.
 	luaCheckMeta = helper(`
+local MAXLEASE = tonumber(ARGV[3])
 local GUARD, TOKEN = 0, 0 -- from the meta hash, read by check_meta
 
 local function check_meta()
   local m = redis.call('HMGET', META, 'layout', 'run', 'guard', 'token')
   if m[1] and m[1] ~= LAYOUT then return {'LAYOUT', m[1]} end
   GUARD, TOKEN = tonumber(m[3] or '0'), tonumber(m[4] or '0')
-  if m[1] and not FRESH then return nil end
   local info = redis.call('INFO', 'server')
-  local run = string.match(info, 'run_id:(%x+)') or '?'
+  local at = string.find(info, 'run_id:', 1, true)
+  local run = at and string.match(info, '^%x+', at + 7) or '?'
   if m[1] and m[2] == run then return nil end
   local guard
   if m[1] or redis.call('ZCARD', SESSIONS) > 0 then
@@ -258,16 +264,18 @@ end
 `, luaSessions, luaNow, luaEndSession)
 )
 
-// The operations. ARGV[5...] are each one's arguments.
+// The operations, in two groups: those with the amnesia guard
+// (luaCheckMeta, ARGV[3] is MaxLease, their own arguments start at
+// ARGV[4]) and the others (their own arguments start at ARGV[3]).
 var (
-	// ARGV[5]: the granted time to live in µs. Idempotent, so that a retry
+	// ARGV[4]: the granted time to live in µs. Idempotent, so that a retry
 	// of a call whose reply was lost does no harm.
 	scriptOpen = newScript("open", `
 reap()
 if redis.call('ZSCORE', SESSIONS, SID) then
   if not alive(SID) then return {'EXPIRED'} end
 else
-  redis.call('HSET', sess_key(SID), 'ttl', ARGV[5], 'ver', 0, 'mrev', 0)
+  redis.call('HSET', sess_key(SID), 'ttl', ARGV[4], 'ver', 0, 'mrev', 0)
 end
 local s = session(SID)
 local ttl = tonumber(s[1])
@@ -292,10 +300,10 @@ r[7] = redis.call('HGETALL', owned_key(SID))
 return r
 `, luaCheckMeta, luaReap, luaAlive, luaSession, luaRenewal, luaKeyOwned)
 
-	// ARGV[5]: the lease name. Reply: OK, token, has value (0/1), value.
+	// ARGV[4]: the lease name. Reply: OK, token, has value (0/1), value.
 	scriptAcquire = newScript("acquire", `
 if not alive(SID) then return {'EXPIRED'} end
-local name = ARGV[5]
+local name = ARGV[4]
 local lk = lease_key(name)
 local cur = redis.call('HMGET', lk, 's', 't', 'v')
 local function granted(tok)
@@ -315,13 +323,21 @@ touch_partition(name, SID)
 return granted(tok)
 `, luaCheckMeta, luaAlive, luaKeyLease, luaKeyOwned, luaKeySession, luaTouchPartition)
 
-	// ARGV[5]: the lease name; ARGV[6]: the token.
+	// The header and check_meta: checks the layout and the run id, reaps.
+	scriptCheck = newScript("check", `
+reap()
+return {'OK'}
+`, luaCheckMeta, luaReap)
+)
+
+var (
+	// ARGV[3]: the lease name; ARGV[4]: the token.
 	scriptRelease = newScript("release", `
 if not alive(SID) then return {'EXPIRED'} end
-local name = ARGV[5]
+local name = ARGV[3]
 local lk = lease_key(name)
 local cur = redis.call('HMGET', lk, 's', 't')
-if cur[1] == SID and cur[2] == ARGV[6] then
+if cur[1] == SID and cur[2] == ARGV[4] then
   redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
   redis.call('HDEL', owned_key(SID), name)
   redis.call('HINCRBY', sess_key(SID), 'ver', 1)
@@ -329,22 +345,22 @@ if cur[1] == SID and cur[2] == ARGV[6] then
   redis.call('PUBLISH', CHANNEL, name)
 end
 return {'OK'}
-`, luaCheckMeta, luaAlive, luaKeyLease, luaKeyOwned, luaKeySession, luaTouchPartition, luaChannel)
+`, luaAlive, luaKeyLease, luaKeyOwned, luaKeySession, luaTouchPartition, luaChannel)
 
-	// ARGV[5]: the lease name; ARGV[6]: the token; ARGV[7]: the value.
+	// ARGV[3]: the lease name; ARGV[4]: the token; ARGV[5]: the value.
 	scriptPutValue = newScript("put value", `
 if not alive(SID) then return {'EXPIRED'} end
-local lk = lease_key(ARGV[5])
+local lk = lease_key(ARGV[3])
 local cur = redis.call('HMGET', lk, 's', 't')
-if cur[1] ~= SID or cur[2] ~= ARGV[6] then return {'NOTHOLDER'} end
-redis.call('HSET', lk, 'v', ARGV[7])
+if cur[1] ~= SID or cur[2] ~= ARGV[4] then return {'NOTHOLDER'} end
+redis.call('HSET', lk, 'v', ARGV[5])
 return {'OK'}
-`, luaCheckMeta, luaAlive, luaKeyLease)
+`, luaAlive, luaKeyLease)
 
-	// ARGV[5]: the group; ARGV[6]: its partition count.
+	// ARGV[3]: the group; ARGV[4]: its partition count.
 	scriptJoin = newScript("join", `
 if not alive(SID) then return {'EXPIRED'} end
-local g, n = ARGV[5], ARGV[6]
+local g, n = ARGV[3], ARGV[4]
 prune(g)
 local parts = redis.call('HGET', group_key(g), 'parts')
 if parts and parts ~= n then return {'MISMATCH', tonumber(parts)} end
@@ -353,25 +369,26 @@ redis.call('SADD', members_key(g), SID)
 redis.call('SADD', joined_key(SID), g)
 redis.call('HSET', group_key(g), 'parts', n, 'epoch', next_rev())
 return {'OK'}
-`, luaCheckMeta, luaAlive, luaPrune, luaKeyGroup, luaKeyMembers, luaKeyJoined, luaNextRev)
+`, luaAlive, luaPrune, luaKeyGroup, luaKeyMembers, luaKeyJoined, luaNextRev)
 
-	// ARGV[5]: the group.
+	// ARGV[3]: the group.
 	scriptLeave = newScript("leave", `
 if not alive(SID) then return {'EXPIRED'} end
-redis.call('SREM', joined_key(SID), ARGV[5])
-if redis.call('SISMEMBER', members_key(ARGV[5]), SID) == 1 then
-  leave_group(SID, ARGV[5])
+local g = ARGV[3]
+redis.call('SREM', joined_key(SID), g)
+if redis.call('SISMEMBER', members_key(g), SID) == 1 then
+  leave_group(SID, g)
   redis.call('HSET', sess_key(SID), 'mrev', next_rev())
 end
 return {'OK'}
-`, luaCheckMeta, luaAlive, luaKeyJoined, luaKeyMembers, luaLeaveGroup, luaKeySession, luaNextRev)
+`, luaAlive, luaKeyJoined, luaKeyMembers, luaLeaveGroup, luaKeySession, luaNextRev)
 
-	// ARGV[5]: the group. Reply: OK, partitions, members, holders as a flat
+	// ARGV[3]: the group. Reply: OK, partitions, members, holders as a flat
 	// list of partition index and session id.
 	scriptMembers = newScript("members", `
 reap()
 if not alive(SID) then return {'EXPIRED'} end
-local g = ARGV[5]
+local g = ARGV[3]
 prune(g)
 local parts = tonumber(redis.call('HGET', group_key(g), 'parts') or '0')
 if parts == 0 then return {'OK', 0, {}, {}} end
@@ -384,25 +401,20 @@ for i = 1, #h, 2 do
   end
 end
 return {'OK', parts, redis.call('SMEMBERS', members_key(g)), holders}
-`, luaCheckMeta, luaReap, luaAlive, luaPrune, luaKeyGroup, luaKeyHolders, luaKeyMembers)
+`, luaReap, luaAlive, luaPrune, luaKeyGroup, luaKeyHolders, luaKeyMembers)
 
 	scriptClose = newScript("close", `
 if redis.call('ZSCORE', SESSIONS, SID) then end_session(SID) end
 return {'OK'}
-`, luaCheckMeta, luaSessions, luaEndSession)
-
-	// The header and check_meta: checks the layout and the run id, reaps.
-	scriptCheck = newScript("check", `
-reap()
-return {'OK'}
-`, luaCheckMeta, luaReap)
+`, luaSessions, luaEndSession)
 )
 
-// script is one operation's Lua source, prelude included, and its SHA1.
+// script is one operation's Lua source, helpers included, and its SHA1.
 type script struct {
-	name string
-	src  string
-	sha  string
+	name    string
+	src     string
+	sha     string
+	guarded bool // it runs check_meta, and takes MaxLease as ARGV[3]
 }
 
 // newScript assembles a script: the header, the helpers it uses and those
@@ -427,7 +439,7 @@ func newScript(name, body string, uses ...*luaHelper) *script {
 	}
 	src.WriteString(body)
 	sum := sha1.Sum([]byte(src.String()))
-	return &script{name: name, src: src.String(), sha: hex.EncodeToString(sum[:])}
+	return &script{name: name, src: src.String(), sha: hex.EncodeToString(sum[:]), guarded: done[luaCheckMeta]}
 }
 
 // reply is a script's answer: a status and the operation's values.
@@ -473,21 +485,23 @@ func (r reply) list(i int) []any {
 }
 
 // run runs sc for session sid (or "") with the operation's arguments, as one
-// round trip: EVALSHA, and EVAL with the fresh flag after NOSCRIPT (a Redis
-// process that never ran the script: see check_meta). It maps the statuses
-// every script can return (LAYOUT, EXPIRED) and driver errors to errors;
-// other statuses are the caller's.
+// round trip: EVALSHA, and EVAL after NOSCRIPT (a Redis process that never
+// ran the script). It maps the statuses every script can return (LAYOUT,
+// EXPIRED, TOKENS) and driver errors to errors; other statuses are the
+// caller's.
 func (b *Backend) run(ctx context.Context, sc *script, what string, sid string, args ...any) (reply, error) {
 	if b.closed.Load() {
 		return nil, fmt.Errorf("simbaredis: %s: %w", what, backends.ErrClosed)
 	}
-	argv := make([]any, 0, 4+len(args))
-	argv = append(argv, "0", b.keys.base, b.maxLeaseUS, sid)
+	argv := make([]any, 0, 3+len(args))
+	argv = append(argv, b.keys.base, sid)
+	if sc.guarded {
+		argv = append(argv, b.maxLeaseUS)
+	}
 	argv = append(argv, args...)
 	keys := []string{b.keys.meta()}
 	res, err := b.client.EvalSha(ctx, sc.sha, keys, argv...).Result()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		argv[0] = "1"
 		res, err = b.client.Eval(ctx, sc.src, keys, argv...).Result()
 	}
 	if err != nil {
