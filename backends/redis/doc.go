@@ -51,7 +51,7 @@
 //	{p}:meta          hash: layout version, run id, guard, last token, revision
 //	{p}:sessions      sorted set: session id → expiry, in µs of Redis time
 //	{p}:s:<id>        hash: the session's time to live and digest counters
-//	{p}:o:<id>        hash: lease name → token, the leases the session holds
+//	{p}:o:<id>        sorted set: lease name → token, the leases the session holds
 //	{p}:j:<id>        set: the groups the session joined
 //	{p}:l:<name>      hash: holder session, token, value
 //	{p}:g:<group>     hash: partition count and epoch, while the group has members
@@ -83,11 +83,16 @@
 //
 // A keep-alive costs the same whatever the number of leases held: it reads
 // the session's counters and the epochs of the groups it joined (SPEC S1).
-// Close and the end of an expired session cost one step per lease held.
-// Expired sessions are ended lazily: by the first script that meets them,
-// and by the renewal scripts, which end up to 16 expired sessions each
-// (oldest first), so that a crashed node's leases and memberships are
-// released, and watchers woken, within one renewal period of any live node.
+// A session that expired is dead at once — every script checks its expiry,
+// and a lease or membership of a dead session counts as free — and its
+// records are cleared lazily: the renewal scripts of every node end up to 16
+// dead sessions each (oldest first), releasing at most 1,000 of their leases
+// and memberships per call, so that a crashed node's leases and memberships
+// are released, and watchers woken, within a renewal period of any live node
+// (a few periods for a node that held many thousands), and no renewal blocks
+// Redis for more than about 10 ms on another node's behalf. Close ends its
+// session in one call and releases up to 1,000 leases and memberships per
+// call, calling again until none is left.
 //
 // Tokens come from one counter per namespace: each new token is the larger
 // of the last token plus one and Redis's clock in microseconds, so tokens

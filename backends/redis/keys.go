@@ -6,7 +6,7 @@ import "strings"
 // read and write it. It is stored in the namespace's meta hash; a script that
 // finds another version refuses to run ([ErrLayout]), so that two versions of
 // this package never share a namespace silently.
-const layoutVersion = "1"
+const layoutVersion = "2"
 
 // The key layout of a namespace, defined here and nowhere else: the Go side
 // builds keys with [layout], and the Lua helpers below get the same
@@ -16,7 +16,7 @@ const layoutVersion = "1"
 //	{p}:meta          hash: layout, run, guard, token, rev (see scripts.go)
 //	{p}:sessions      zset: session id → expiry (µs of Redis time)
 //	{p}:s:<id>        hash: ttl (µs), ver (Digest.Version), mrev (last leave)
-//	{p}:o:<id>        hash: lease name → token, the leases the session holds
+//	{p}:o:<id>        zset: lease name → token, the leases the session holds
 //	{p}:j:<id>        set: the groups the session joined
 //	{p}:l:<name>      hash: s (holder session id), t (token), v (value);
 //	                  a release deletes s and t: the value outlives terms

@@ -33,16 +33,18 @@ import (
 //     leave, members, close — grant nothing, and act only for a live
 //     session, which a guarded script opened and renewed.
 //
-// The renewal scripts (open, keep-alive, owned, members, check) also reap a
-// few expired sessions, the oldest first, so that leases and memberships of
-// crashed nodes are released, and watchers woken, within one renewal period
-// of any node; the others check only the sessions they touch.
+// The renewal scripts (open, keep-alive, owned, members, check) also reap
+// sessions that ended, the oldest first, releasing up to reapBudget of their
+// leases and memberships per call, so that leases and memberships of
+// crashed nodes are released, and watchers woken, within a renewal period
+// of any node, and no call blocks Redis for long. Until a dead session is
+// reaped, what it holds on record is free: the scripts treat a lease or a
+// membership of a session that is not alive as absent.
 //
 // Then the operation checks that the calling session is alive by Redis's
-// clock — reaping it if it has just expired — before it reads or writes
-// anything else, so that a call that reaches Redis late can neither extend
-// nor revive a session that expired meanwhile, nor touch what another
-// session now holds (SPEC S3).
+// clock before it reads or writes anything else, so that a call that reaches
+// Redis late can neither extend nor revive a session that expired
+// meanwhile, nor touch what another session now holds (SPEC S3).
 //
 // The meta hash {p}:meta holds:
 //
@@ -119,51 +121,69 @@ local function touch_partition(name, holder)
 end
 `, luaSplitPartition, luaKeyHolders, luaKeyGroup, luaNextRev)
 
+	// leave_group removes session id from group g's members; the caller
+	// removes g from the session's groups.
 	luaLeaveGroup = helper(`
 local function leave_group(id, g)
   redis.call('SREM', members_key(g), id)
-  redis.call('SREM', joined_key(id), g)
   if redis.call('SCARD', members_key(g)) == 0 then
     redis.call('DEL', group_key(g))
   else
     redis.call('HSET', group_key(g), 'epoch', next_rev())
   end
 end
-`, luaKeyMembers, luaKeyJoined, luaKeyGroup, luaNextRev)
+`, luaKeyMembers, luaKeyGroup, luaNextRev)
 
-	// end_session releases everything a session holds (waking watchers),
-	// ends its memberships and deletes it: the session closed or expired.
+	// The most leases and memberships one call releases of sessions that
+	// ended, and the most sessions a renewal reaps.
+	luaReapLimits = helper(`
+local REAP_BUDGET, REAP_SESSIONS = ` + strconv.Itoa(reapBudget) + `, ` + strconv.Itoa(reapSessions) + `
+`)
+
+	// end_session releases what session id holds, waking watchers, ends
+	// its memberships, and deletes it, once the session is dead (closed or
+	// expired) — but at most budget leases and memberships per call, so
+	// that no call blocks Redis for long. It returns the budget left, and
+	// whether it finished. A session not finished stays in the sessions
+	// set, dead (its expiry is past), and later calls go on: until then,
+	// what it still holds on record is free to others (acquire and members
+	// check that the holder is alive).
 	luaEndSession = helper(`
-local function end_session(id)
-  local owned = redis.call('HGETALL', owned_key(id))
-  for i = 1, #owned, 2 do
-    local name = owned[i]
-    local lk = lease_key(name)
-    if redis.call('HGET', lk, 's') == id then
-      redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
-      touch_partition(name, nil)
+local function end_session(id, budget)
+  local ok, jk = owned_key(id), joined_key(id)
+  if budget > 0 then
+    local names = redis.call('ZRANGE', ok, 0, budget - 1)
+    for _, name in ipairs(names) do
+      local lk = lease_key(name)
+      if redis.call('HGET', lk, 's') == id then
+        redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
+        touch_partition(name, nil)
+        redis.call('PUBLISH', CHANNEL, name)
+      end
     end
-    redis.call('PUBLISH', CHANNEL, name)
+    if #names > 0 then redis.call('ZREMRANGEBYRANK', ok, 0, #names - 1) end
+    budget = budget - #names
   end
-  for _, g in ipairs(redis.call('SMEMBERS', joined_key(id))) do leave_group(id, g) end
-  redis.call('DEL', sess_key(id), owned_key(id), joined_key(id))
+  if budget > 0 then
+    local groups = redis.call('SPOP', jk, budget)
+    for _, g in ipairs(groups) do leave_group(id, g) end
+    budget = budget - #groups
+  end
+  if redis.call('EXISTS', ok, jk) > 0 then return budget, false end
+  redis.call('DEL', sess_key(id))
   redis.call('ZREM', SESSIONS, id)
+  return budget, true
 end
-`, luaKeyOwned, luaKeyLease, luaTouchPartition, luaChannel, luaKeyJoined, luaLeaveGroup, luaKeySession, luaSessions)
+`, luaKeyOwned, luaKeyJoined, luaKeyLease, luaTouchPartition, luaChannel, luaLeaveGroup, luaKeySession, luaSessions)
 
-	// alive reports whether session id is alive by Redis's clock; a session
-	// whose expiry has passed is ended here and now.
+	// alive reports whether session id is alive by Redis's clock. A dead
+	// session is left to the reapers (end_session).
 	luaAlive = helper(`
 local function alive(id)
   local e = redis.call('ZSCORE', SESSIONS, id)
-  if not e then return false end
-  if tonumber(e) <= NOW then
-    end_session(id)
-    return false
-  end
-  return true
+  return e and tonumber(e) > NOW
 end
-`, luaSessions, luaNow, luaEndSession)
+`, luaSessions, luaNow)
 
 	// The amnesia guard (SPEC §15). A Redis process that restarted without
 	// its data, reloaded an older snapshot, or is a replica promoted after
@@ -206,14 +226,16 @@ local function check_meta()
   end
   if GUARD > guard then guard = GUARD end
   GUARD = guard
-  for _, id in ipairs(redis.call('ZRANGE', SESSIONS, 0, -1)) do end_session(id) end
+  -- Every session ends: an expiry of 0 is past, and the reapers release
+  -- what they held.
+  redis.call('ZUNIONSTORE', SESSIONS, 1, SESSIONS, 'WEIGHTS', 0)
   redis.call('HSET', META, 'layout', LAYOUT, 'run', run, 'guard', guard)
   return nil
 end
 
 local bad = check_meta()
 if bad then return bad end
-`, luaNow, luaSessions, luaEndSession, luaLayout)
+`, luaNow, luaSessions, luaLayout)
 
 	luaLayout = helper(`
 local LAYOUT = '` + layoutVersion + `'
@@ -237,7 +259,7 @@ local function renewal(id, s, remaining)
     local e = tonumber(redis.call('HGET', group_key(g), 'epoch') or '0')
     if e > groups then groups = e end
   end
-  return {'OK', remaining, NOW, redis.call('HLEN', owned_key(id)), tonumber(s[2] or '0'), groups}
+  return {'OK', remaining, NOW, redis.call('ZCARD', owned_key(id)), tonumber(s[2] or '0'), groups}
 end
 `, luaKeyJoined, luaKeyGroup, luaKeyOwned, luaNow)
 
@@ -245,23 +267,37 @@ end
 	luaPrune = helper(`
 local function prune(g)
   for _, id in ipairs(redis.call('SMEMBERS', members_key(g))) do
-    if not alive(id) and redis.call('SISMEMBER', members_key(g), id) == 1 then
+    if not alive(id) then
       leave_group(id, g)
+      redis.call('SREM', joined_key(id), g)
     end
   end
 end
-`, luaKeyMembers, luaAlive, luaLeaveGroup)
+`, luaKeyMembers, luaKeyJoined, luaAlive, luaLeaveGroup)
 
-	// reap ends a few sessions whose expiry has passed, the oldest first.
-	// The renewal scripts call it, so that leases and memberships of
-	// crashed nodes are released within one renewal period of any node.
+	// reap ends sessions whose expiry has passed, the oldest first, within
+	// one budget. The renewal scripts call it, so that leases and
+	// memberships of crashed nodes are released within one renewal period
+	// of any node (or a few, for a crashed node that held more than the
+	// budget).
 	luaReap = helper(`
 local function reap()
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', SESSIONS, '-inf', NOW, 'LIMIT', 0, 16)) do
-    end_session(id)
+  local budget, done = REAP_BUDGET, true
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', SESSIONS, '-inf', NOW, 'LIMIT', 0, REAP_SESSIONS)) do
+    budget, done = end_session(id, budget)
+    if not done then return end
   end
 end
-`, luaSessions, luaNow, luaEndSession)
+`, luaSessions, luaNow, luaReapLimits, luaEndSession)
+)
+
+// Reaping limits: a call releases at most reapBudget leases and memberships
+// of sessions that ended (a lease costs about 9 µs of Redis time to release:
+// 1,000 block Redis for about 10 ms), and a renewal reaps at most
+// reapSessions sessions.
+const (
+	reapBudget   = 1000
+	reapSessions = 16
 )
 
 // The operations, in two groups: those with the amnesia guard
@@ -296,7 +332,7 @@ return renewal(SID, s, ttl)
 reap()
 if not alive(SID) then return {'EXPIRED'} end
 local r = renewal(SID, session(SID), 0)
-r[7] = redis.call('HGETALL', owned_key(SID))
+r[7] = redis.call('ZRANGE', owned_key(SID), 0, -1, 'WITHSCORES')
 return r
 `, luaCheckMeta, luaReap, luaAlive, luaSession, luaRenewal, luaKeyOwned)
 
@@ -317,7 +353,7 @@ local tok = math.max(TOKEN + 1, NOW)
 if tok > 9007199254740991 then return {'TOKENS'} end -- 2^53-1
 redis.call('HSET', META, 'token', tok)
 redis.call('HSET', lk, 's', SID, 't', tok)
-redis.call('HSET', owned_key(SID), name, tok)
+redis.call('ZADD', owned_key(SID), tok, name)
 redis.call('HINCRBY', sess_key(SID), 'ver', 1)
 touch_partition(name, SID)
 return granted(tok)
@@ -339,7 +375,7 @@ local lk = lease_key(name)
 local cur = redis.call('HMGET', lk, 's', 't')
 if cur[1] == SID and cur[2] == ARGV[4] then
   redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
-  redis.call('HDEL', owned_key(SID), name)
+  redis.call('ZREM', owned_key(SID), name)
   redis.call('HINCRBY', sess_key(SID), 'ver', 1)
   touch_partition(name, nil)
   redis.call('PUBLISH', CHANNEL, name)
@@ -403,10 +439,16 @@ end
 return {'OK', parts, redis.call('SMEMBERS', members_key(g)), holders}
 `, luaReap, luaAlive, luaPrune, luaKeyGroup, luaKeyHolders, luaKeyMembers)
 
+	// Ends the session at once, and releases what it holds within one
+	// budget; MORE: call again to go on.
 	scriptClose = newScript("close", `
-if redis.call('ZSCORE', SESSIONS, SID) then end_session(SID) end
+local e = redis.call('ZSCORE', SESSIONS, SID)
+if not e then return {'OK'} end
+if tonumber(e) > 0 then redis.call('ZADD', SESSIONS, 0, SID) end
+local _, done = end_session(SID, REAP_BUDGET)
+if not done then return {'MORE'} end
 return {'OK'}
-`, luaSessions, luaEndSession)
+`, luaSessions, luaReapLimits, luaEndSession)
 )
 
 // script is one operation's Lua source, helpers included, and its SHA1.

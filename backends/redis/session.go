@@ -46,11 +46,13 @@ func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 	for i := 0; i+1 < len(flat); i += 2 {
 		name, _ := flat[i].(string)
 		tok, _ := flat[i+1].(string)
-		n, err := strconv.ParseInt(tok, 10, 64)
-		if err != nil {
-			return nil, backends.Digest{}, fmt.Errorf("simbaredis: owned: lease %q has token %q: %w", name, tok, err)
+		// The token is a sorted set's score: below 2^53, so exact in a
+		// float64, and written by Redis as an integer.
+		f, err := strconv.ParseFloat(tok, 64)
+		if err != nil || f != float64(int64(f)) || f <= 0 {
+			return nil, backends.Digest{}, fmt.Errorf("simbaredis: owned: lease %q has token %q", name, tok)
 		}
-		held = append(held, backends.Held{Name: name, Token: backends.Token(n)})
+		held = append(held, backends.Held{Name: name, Token: backends.Token(f)})
 	}
 	slices.SortFunc(held, func(a, b backends.Held) int { return cmp.Compare(a.Name, b.Name) })
 	return held, digest(r), nil
@@ -189,15 +191,25 @@ func (s *session) Members(ctx context.Context, group string) (backends.GroupView
 	return v, nil
 }
 
+// Close ends the session in its first call: from then on, what it holds is
+// free to others. Each call releases up to reapBudget leases and
+// memberships, waking their watchers, so that none blocks Redis for long;
+// a session that holds more takes more calls, until it is gone or ctx ends
+// (the renewals of other sessions then finish the job).
 func (s *session) Close(ctx context.Context) error {
-	r, err := s.b.run(ctx, scriptClose, "close", s.id)
-	if err != nil {
-		return err
-	}
-	if r.status() != "OK" {
+	for {
+		r, err := s.b.run(ctx, scriptClose, "close", s.id)
+		if err != nil {
+			return err
+		}
+		switch r.status() {
+		case "OK":
+			return nil
+		case "MORE":
+			continue
+		}
 		return s.b.unexpected("close", r)
 	}
-	return nil
 }
 
 // Watch calls fn each time name may have become free: a release, a close or
