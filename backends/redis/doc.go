@@ -90,7 +90,7 @@
 // and memberships per call, so that a crashed node's leases and memberships
 // are released, and watchers woken, within a renewal period of any live node
 // (a few periods for a node that held many thousands), and no renewal blocks
-// Redis for more than about 10 ms on another node's behalf. Close ends its
+// Redis for more than a few milliseconds on another node's behalf. Close ends its
 // session in one call and releases up to 1,000 leases and memberships per
 // call, calling again until none is left.
 //

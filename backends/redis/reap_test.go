@@ -39,8 +39,8 @@ func heldBy(t *testing.T, c *redis.Client, l layout, id string, names []string) 
 
 // S1: a keep-alive ends crashed sessions on the way, but releases at most
 // reapBudget of their leases per call, so that a node's renewal never pays
-// for a crashed node with many leases in one go (it would block Redis: about
-// 9 µs a lease). Meanwhile the crashed session stays dead and its leases not
+// for a crashed node with many leases in one go (it would block Redis for
+// a few µs a lease). Meanwhile the crashed session stays dead and its leases not
 // yet released are free to others, since their holder expired; later calls
 // go on until the session is gone.
 func TestReapIsBounded(t *testing.T) {
