@@ -50,8 +50,9 @@
 //
 //	{p}:meta          hash: layout version, run id, guard, last token, revision
 //	{p}:sessions      sorted set: session id → expiry, in µs of Redis time
-//	{p}:s:<id>        hash: the session's time to live and digest counters
-//	{p}:o:<id>        sorted set: lease name → token, the leases the session holds
+//	{p}:s:<id>        hash: the session's time to live and last group leave
+//	{p}:o:<id>        sorted set: lease name → token, the leases the session
+//	                  holds, and its digest version
 //	{p}:j:<id>        set: the groups the session joined
 //	{p}:l:<name>      hash: holder session, token, value
 //	{p}:g:<group>     hash: partition count and epoch, while the group has members

@@ -15,8 +15,9 @@ const layoutVersion = "2"
 //
 //	{p}:meta          hash: layout, run, guard, token, rev (see scripts.go)
 //	{p}:sessions      zset: session id → expiry (µs of Redis time)
-//	{p}:s:<id>        hash: ttl (µs), ver (Digest.Version), mrev (last leave)
-//	{p}:o:<id>        zset: lease name → token, the leases the session holds
+//	{p}:s:<id>        hash: ttl (µs), mrev (last leave)
+//	{p}:o:<id>        zset: lease name → token, the leases the session holds,
+//	                  and "#" → Digest.Version (versionMember)
 //	{p}:j:<id>        set: the groups the session joined
 //	{p}:l:<name>      hash: s (holder session id), t (token), v (value);
 //	                  a release deletes s and t: the value outlives terms

@@ -104,13 +104,13 @@ local function split_partition(name)
 end
 `)
 
-	// A partition lease changed holder (holder nil: released): keep the
-	// group's holder index, and bump the group's epoch if it has members
-	// and the index is one of its partitions.
-	luaTouchPartition = helper(`
-local function touch_partition(name, holder)
-  local g, i = split_partition(name)
-  if not g then return end
+	// Partition i of group g changed holder (holder nil: released): keep
+	// the group's holder index, and bump the group's epoch if it has
+	// members and i is one of its partitions. Acquire and release get g and
+	// i from the client (backends.SplitPartition), sparing Lua the pattern
+	// matching.
+	luaTouchPart = helper(`
+local function touch_part(g, i, holder)
   if holder then
     redis.call('HSET', holders_key(g), i, holder)
   else
@@ -119,7 +119,15 @@ local function touch_partition(name, holder)
   local parts = tonumber(redis.call('HGET', group_key(g), 'parts') or '0')
   if i < parts then redis.call('HSET', group_key(g), 'epoch', next_rev()) end
 end
-`, luaSplitPartition, luaKeyHolders, luaKeyGroup, luaNextRev)
+`, luaKeyHolders, luaKeyGroup, luaNextRev)
+
+	// The same, from the lease name.
+	luaTouchPartition = helper(`
+local function touch_partition(name, holder)
+  local g, i = split_partition(name)
+  if g then touch_part(g, i, holder) end
+end
+`, luaSplitPartition, luaTouchPart)
 
 	// leave_group removes session id from group g's members; the caller
 	// removes g from the session's groups.
@@ -155,7 +163,7 @@ local function end_session(id, budget)
     local names = redis.call('ZRANGE', ok, 0, budget - 1)
     for _, name in ipairs(names) do
       local lk = lease_key(name)
-      if redis.call('HGET', lk, 's') == id then
+      if name ~= VERSION and redis.call('HGET', lk, 's') == id then
         redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
         touch_partition(name, nil)
         redis.call('PUBLISH', CHANNEL, name)
@@ -174,7 +182,8 @@ local function end_session(id, budget)
   redis.call('ZREM', SESSIONS, id)
   return budget, true
 end
-`, luaKeyOwned, luaKeyJoined, luaKeyLease, luaTouchPartition, luaChannel, luaLeaveGroup, luaKeySession, luaSessions)
+`, luaKeyOwned, luaKeyJoined, luaKeyLease, luaTouchPartition, luaChannel, luaLeaveGroup, luaKeySession, luaSessions,
+		luaVersion)
 
 	// alive reports whether session id is alive by Redis's clock. A dead
 	// session is left to the reapers (end_session).
@@ -241,10 +250,21 @@ if bad then return bad end
 local LAYOUT = '` + layoutVersion + `'
 `)
 
-	// session reads the session hash: ttl, ver, mrev.
+	// The digest's version lives in the session's owned set, as the score
+	// of a member that is no lease name (T1 allows no '#'): acquire sets it
+	// to the new token in the same ZADD that adds the lease, so keeping it
+	// costs no command. A release leaves it: the count of leases tells.
+	// Tokens are unique and increase, so (leases, version) changes whenever
+	// the set changes: if any lease was acquired since, the version is new;
+	// if none was, only releases happened, and the count fell.
+	luaVersion = helper(`
+local VERSION = '` + versionMember + `'
+`)
+
+	// session reads the session hash: ttl, mrev.
 	luaSession = helper(`
 local function session(id)
-  return redis.call('HMGET', sess_key(id), 'ttl', 'ver', 'mrev')
+  return redis.call('HMGET', sess_key(id), 'ttl', 'mrev')
 end
 `, luaKeySession)
 
@@ -254,14 +274,17 @@ end
 	// leases held (SPEC S1).
 	luaRenewal = helper(`
 local function renewal(id, s, remaining)
-  local groups = tonumber(s[3] or '0')
+  local groups = tonumber(s[2] or '0')
   for _, g in ipairs(redis.call('SMEMBERS', joined_key(id))) do
     local e = tonumber(redis.call('HGET', group_key(g), 'epoch') or '0')
     if e > groups then groups = e end
   end
-  return {'OK', remaining, NOW, redis.call('ZCARD', owned_key(id)), tonumber(s[2] or '0'), groups}
+  local ok = owned_key(id)
+  local n, v = redis.call('ZCARD', ok), redis.call('ZSCORE', ok, VERSION)
+  if v then n = n - 1 end
+  return {'OK', remaining, NOW, n, tonumber(v or '0'), groups}
 end
-`, luaKeyJoined, luaKeyGroup, luaKeyOwned, luaNow)
+`, luaKeyJoined, luaKeyGroup, luaKeyOwned, luaNow, luaVersion)
 
 	// prune ends the memberships of group g's members that are not alive.
 	luaPrune = helper(`
@@ -291,6 +314,10 @@ end
 `, luaSessions, luaNow, luaReapLimits, luaEndSession)
 )
 
+// versionMember is the member of a session's owned set whose score is the
+// digest's version (see luaVersion).
+const versionMember = "#"
+
 // Reaping limits: a call releases at most reapBudget leases and memberships
 // of sessions that ended (releasing 1,000 leases took about 3 ms of Redis
 // time on the test machine), and a renewal reaps at most reapSessions
@@ -311,7 +338,7 @@ reap()
 if redis.call('ZSCORE', SESSIONS, SID) then
   if not alive(SID) then return {'EXPIRED'} end
 else
-  redis.call('HSET', sess_key(SID), 'ttl', ARGV[4], 'ver', 0, 'mrev', 0)
+  redis.call('HSET', sess_key(SID), 'ttl', ARGV[4], 'mrev', 0)
 end
 local s = session(SID)
 local ttl = tonumber(s[1])
@@ -336,28 +363,27 @@ r[7] = redis.call('ZRANGE', owned_key(SID), 0, -1, 'WITHSCORES')
 return r
 `, luaCheckMeta, luaReap, luaAlive, luaSession, luaRenewal, luaKeyOwned)
 
-	// ARGV[4]: the lease name. Reply: OK, token, has value (0/1), value.
+	// ARGV[4]: the lease name; ARGV[5] and ARGV[6], for a partition: its
+	// group and index. Reply: OK, the token, and the value if there is one.
 	scriptAcquire = newScript("acquire", `
 if not alive(SID) then return {'EXPIRED'} end
 local name = ARGV[4]
 local lk = lease_key(name)
 local cur = redis.call('HMGET', lk, 's', 't', 'v')
-local function granted(tok)
-  if cur[3] then return {'OK', tok, 1, cur[3]} end
-  return {'OK', tok, 0, ''}
+local tok = cur[2]
+if cur[1] ~= SID then
+  if cur[1] and alive(cur[1]) then return {'HELD'} end
+  if NOW < GUARD then return {'RECOVERING', GUARD - NOW} end
+  tok = math.max(TOKEN + 1, NOW)
+  if tok > 9007199254740991 then return {'TOKENS'} end -- 2^53-1
+  redis.call('HSET', META, 'token', tok)
+  redis.call('HSET', lk, 's', SID, 't', tok)
+  redis.call('ZADD', owned_key(SID), tok, name, tok, VERSION)
+  if ARGV[5] then touch_part(ARGV[5], tonumber(ARGV[6]), SID) end
 end
-if cur[1] == SID then return granted(cur[2]) end
-if cur[1] and alive(cur[1]) then return {'HELD'} end
-if NOW < GUARD then return {'RECOVERING', GUARD - NOW} end
-local tok = math.max(TOKEN + 1, NOW)
-if tok > 9007199254740991 then return {'TOKENS'} end -- 2^53-1
-redis.call('HSET', META, 'token', tok)
-redis.call('HSET', lk, 's', SID, 't', tok)
-redis.call('ZADD', owned_key(SID), tok, name)
-redis.call('HINCRBY', sess_key(SID), 'ver', 1)
-touch_partition(name, SID)
-return granted(tok)
-`, luaCheckMeta, luaAlive, luaKeyLease, luaKeyOwned, luaKeySession, luaTouchPartition)
+if cur[3] then return {'OK', tok, cur[3]} end
+return {'OK', tok}
+`, luaCheckMeta, luaAlive, luaKeyLease, luaKeyOwned, luaVersion, luaTouchPart)
 
 	// The header and check_meta: checks the layout and the run id, reaps.
 	scriptCheck = newScript("check", `
@@ -367,7 +393,8 @@ return {'OK'}
 )
 
 var (
-	// ARGV[3]: the lease name; ARGV[4]: the token.
+	// ARGV[3]: the lease name; ARGV[4]: the token; ARGV[5] and ARGV[6],
+	// for a partition: its group and index.
 	scriptRelease = newScript("release", `
 if not alive(SID) then return {'EXPIRED'} end
 local name = ARGV[3]
@@ -376,12 +403,11 @@ local cur = redis.call('HMGET', lk, 's', 't')
 if cur[1] == SID and cur[2] == ARGV[4] then
   redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
   redis.call('ZREM', owned_key(SID), name)
-  redis.call('HINCRBY', sess_key(SID), 'ver', 1)
-  touch_partition(name, nil)
+  if ARGV[5] then touch_part(ARGV[5], tonumber(ARGV[6])) end
   redis.call('PUBLISH', CHANNEL, name)
 end
 return {'OK'}
-`, luaAlive, luaKeyLease, luaKeyOwned, luaKeySession, luaTouchPartition, luaChannel)
+`, luaAlive, luaKeyLease, luaKeyOwned, luaTouchPart, luaChannel)
 
 	// ARGV[3]: the lease name; ARGV[4]: the token; ARGV[5]: the value.
 	scriptPutValue = newScript("put value", `
@@ -530,21 +556,22 @@ func (r reply) list(i int) []any {
 // round trip: EVALSHA, and EVAL after NOSCRIPT (a Redis process that never
 // ran the script). It maps the statuses every script can return (LAYOUT,
 // EXPIRED, TOKENS) and driver errors to errors; other statuses are the
-// caller's.
-func (b *Backend) run(ctx context.Context, sc *script, what string, sid string, args ...any) (reply, error) {
+// caller's. sid is a string in an interface, made once per session, as are
+// the backend's own arguments: these calls are hot, and a string stored in
+// an interface costs an allocation each time.
+func (b *Backend) run(ctx context.Context, sc *script, what string, sid any, args ...any) (reply, error) {
 	if b.closed.Load() {
 		return nil, fmt.Errorf("simbaredis: %s: %w", what, backends.ErrClosed)
 	}
 	argv := make([]any, 0, 3+len(args))
-	argv = append(argv, b.keys.base, sid)
+	argv = append(argv, b.baseArg, sid)
 	if sc.guarded {
-		argv = append(argv, b.maxLeaseUS)
+		argv = append(argv, b.maxLeaseArg)
 	}
 	argv = append(argv, args...)
-	keys := []string{b.keys.meta()}
-	res, err := b.client.EvalSha(ctx, sc.sha, keys, argv...).Result()
+	res, err := b.client.EvalSha(ctx, sc.sha, b.metaKeys, argv...).Result()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		res, err = b.client.Eval(ctx, sc.src, keys, argv...).Result()
+		res, err = b.client.Eval(ctx, sc.src, b.metaKeys, argv...).Result()
 	}
 	if err != nil {
 		return nil, b.unavailable(ctx, what, err)
