@@ -58,7 +58,7 @@
 //	{p}:g:<group>     hash: partition count and epoch, while the group has members
 //	{p}:m:<group>     set: the group's members
 //	{p}:h:<group>     hash: partition index → holder
-//	{p}:released      pub/sub channel: the names of released leases
+//	{p}:released      pub/sub channel: released leases, and who released them
 //
 // A released lease's record keeps only its value, if one was stored (values
 // outlive terms and are never deleted); records of sessions that ended are
@@ -102,10 +102,13 @@
 //
 // # Release notifications
 //
-// Releases, closes and the ends of expired sessions PUBLISH the lease name on
-// {p}:released. A backend keeps one subscription to it, started by the first
-// Watch of any of its sessions (see [backends.Notifier]) and ended by
-// [Backend.Close]; the engine ignores its own node's releases. The
+// Releases, closes and the ends of expired sessions PUBLISH the lease name and
+// the id of the session that held it on {p}:released. A backend keeps one
+// subscription to it, started by the first Watch of any of its sessions (see
+// [backends.Notifier]) and ended by [Backend.Close]. A session's own releases
+// do not wake its own watches: its node knows what it released. Other
+// sessions' watches wake, those of the same backend included (several
+// runtime clients, each a node with its own session, may share one). The
 // subscription pings Redis when it has been silent for 5 s and reconnects,
 // with back-off, when the connection fails; since releases published while it
 // was down are lost, every reconnection wakes every watcher (a hint only:

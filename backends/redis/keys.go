@@ -24,7 +24,8 @@ const layoutVersion = "2"
 //	{p}:g:<group>     hash: parts, epoch; exists while the group has members
 //	{p}:m:<group>     set: the group's member session ids
 //	{p}:h:<group>     hash: partition index → holder session id
-//	{p}:released      pub/sub channel: names of released leases
+//	{p}:released      pub/sub channel: "name session" for each lease released,
+//	                  with the session that released it (or ended)
 const (
 	tagMeta     = "meta"
 	tagSessions = "sessions"

@@ -166,7 +166,7 @@ local function end_session(id, budget)
       if name ~= VERSION and redis.call('HGET', lk, 's') == id then
         redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
         touch_partition(name, nil)
-        redis.call('PUBLISH', CHANNEL, name)
+        redis.call('PUBLISH', CHANNEL, name .. ' ' .. id)
       end
     end
     if #names > 0 then redis.call('ZREMRANGEBYRANK', ok, 0, #names - 1) end
@@ -404,7 +404,7 @@ if cur[1] == SID and cur[2] == ARGV[4] then
   redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
   redis.call('ZREM', owned_key(SID), name)
   if ARGV[5] then touch_part(ARGV[5], tonumber(ARGV[6])) end
-  redis.call('PUBLISH', CHANNEL, name)
+  redis.call('PUBLISH', CHANNEL, name .. ' ' .. SID)
 end
 return {'OK'}
 `, luaAlive, luaKeyLease, luaKeyOwned, luaTouchPart, luaChannel)
