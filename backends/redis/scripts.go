@@ -22,9 +22,10 @@ import (
 // and a release per term — and a prelude of helpers they do not call costs
 // Redis time on every call.
 //
-//   - Every script reads Redis's clock (TIME): expiry is measured by Redis,
-//     never by the client (SPEC D1). Redis ≥ 5 replicates a script's effects,
-//     not the script, so reading the clock before writing is allowed.
+//   - Every script that needs the time reads Redis's clock (TIME; acquire
+//     takes it from INFO, see luaInfoNow): expiry is measured by Redis, never
+//     by the client (SPEC D1). Redis ≥ 5 replicates a script's effects, not
+//     the script, so reading the clock before writing is allowed.
 //   - The scripts that grant a lease (acquire) or renew a session (open,
 //     keep-alive, owned, and check) check the namespace's meta hash on
 //     every call: the layout version (refusing another version,
@@ -83,10 +84,37 @@ func helper(src string, uses ...*luaHelper) *luaHelper { return &luaHelper{src: 
 
 // The helpers. Key names come from keys.go (luaKeys).
 var (
+	// NOW, Redis's clock in µs. Helpers that use it list luaClock, which
+	// newScript resolves to luaNow (TIME) unless the script listed
+	// luaInfoNow before.
+	luaClock = helper("")
+
 	luaNow = helper(`
 local clock = redis.call('TIME')
 local NOW = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 `)
+
+	luaInfo = helper(`
+local INFO = redis.call('INFO', 'server')
+`)
+
+	// The acquire script reads INFO anyway (the amnesia guard): its
+	// server_time_usec is Redis's clock at the start of the call, which
+	// spares a TIME. It may be earlier than TIME (by the script's time so
+	// far), never later, and every use acquire makes of NOW is safe with an
+	// earlier clock: a holder's expiry looks later (refuse rather than
+	// grant), the guard longer, and tokens stay max(last+1, NOW), above the
+	// guard's end after a loss. The renewal scripts keep TIME: they send NOW
+	// back as the base of a deadline. Redis before 6.2 has no
+	// server_time_usec: TIME then.
+	luaInfoNow = helper(`
+local at = string.find(INFO, 'server_time_usec:', 1, true)
+local NOW = at and tonumber(string.match(INFO, '^%d+', at + 17))
+if not NOW then
+  local clock = redis.call('TIME')
+  NOW = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+end
+`, luaInfo)
 
 	luaNextRev = helper(`
 local function next_rev() return redis.call('HINCRBY', META, 'rev', 1) end
@@ -192,7 +220,7 @@ local function alive(id)
   local e = redis.call('ZSCORE', SESSIONS, id)
   return e and tonumber(e) > NOW
 end
-`, luaSessions, luaNow)
+`, luaSessions, luaClock)
 
 	// The amnesia guard (SPEC §15). A Redis process that restarted without
 	// its data, reloaded an older snapshot, or is a replica promoted after
@@ -216,9 +244,8 @@ local function check_meta()
   local m = redis.call('HMGET', META, 'layout', 'run', 'guard', 'token')
   if m[1] and m[1] ~= LAYOUT then return {'LAYOUT', m[1]} end
   GUARD, TOKEN = tonumber(m[3] or '0'), tonumber(m[4] or '0')
-  local info = redis.call('INFO', 'server')
-  local at = string.find(info, 'run_id:', 1, true)
-  local run = at and string.match(info, '^%x+', at + 7) or '?'
+  local at = string.find(INFO, 'run_id:', 1, true)
+  local run = at and string.match(INFO, '^%x+', at + 7) or '?'
   if m[1] and m[2] == run then return nil end
   local guard
   if m[1] or redis.call('ZCARD', SESSIONS) > 0 then
@@ -230,7 +257,7 @@ local function check_meta()
     -- at the latest when this process booted, and before now. INFO's
     -- uptime is the difference of two whole seconds, up to a second more
     -- than the time since boot: count a second less.
-    local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or '0')
+    local up = tonumber(string.match(INFO, 'uptime_in_seconds:(%d+)') or '0')
     guard = NOW - math.max(0, up - 1) * 1000000 + MAXLEASE
   end
   if GUARD > guard then guard = GUARD end
@@ -244,7 +271,7 @@ end
 
 local bad = check_meta()
 if bad then return bad end
-`, luaNow, luaSessions, luaLayout)
+`, luaInfo, luaClock, luaSessions, luaLayout)
 
 	luaLayout = helper(`
 local LAYOUT = '` + layoutVersion + `'
@@ -284,7 +311,7 @@ local function renewal(id, s, remaining)
   if v then n = n - 1 end
   return {'OK', remaining, NOW, n, tonumber(v or '0'), groups}
 end
-`, luaKeyJoined, luaKeyGroup, luaKeyOwned, luaNow, luaVersion)
+`, luaKeyJoined, luaKeyGroup, luaKeyOwned, luaClock, luaVersion)
 
 	// prune ends the memberships of group g's members that are not alive.
 	luaPrune = helper(`
@@ -311,7 +338,7 @@ local function reap()
     if not done then return end
   end
 end
-`, luaSessions, luaNow, luaReapLimits, luaEndSession)
+`, luaSessions, luaClock, luaReapLimits, luaEndSession)
 )
 
 // versionMember is the member of a session's owned set whose score is the
@@ -383,7 +410,7 @@ if cur[1] ~= SID then
 end
 if cur[3] then return {'OK', tok, cur[3]} end
 return {'OK', tok}
-`, luaCheckMeta, luaAlive, luaKeyLease, luaKeyOwned, luaVersion, luaTouchPart)
+`, luaInfoNow, luaCheckMeta, luaAlive, luaKeyLease, luaKeyOwned, luaVersion, luaTouchPart)
 
 	// The header and check_meta: checks the layout and the run id, reaps.
 	scriptCheck = newScript("check", `
@@ -497,6 +524,9 @@ func newScript(name, body string, uses ...*luaHelper) *script {
 			return
 		}
 		done[h] = true
+		if h == luaClock && !done[luaInfoNow] {
+			add(luaNow)
+		}
 		for _, u := range h.uses {
 			add(u)
 		}
