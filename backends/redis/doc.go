@@ -207,7 +207,7 @@
 // The tests run against Redis 7.0. The scripts need Redis 5 or later: they
 // read the clock (TIME) before writing, which needs Redis to replicate their
 // effects rather than the scripts themselves, the default from Redis 5 on.
-// Before Redis 6.2, INFO has no server_time_usec and acquire reads TIME too.
+// Where INFO has no server_time_usec (older versions), acquire reads TIME too.
 //
 // # Errors
 //

@@ -82,7 +82,7 @@ type luaHelper struct {
 
 func helper(src string, uses ...*luaHelper) *luaHelper { return &luaHelper{src: src, uses: uses} }
 
-// The helpers. Key names come from keys.go (luaKeys).
+// The helpers. The key helpers are in keys.go (luaKey).
 var (
 	// NOW, Redis's clock in µs. Helpers that use it list luaClock, which
 	// newScript resolves to luaNow (TIME) unless the script listed
@@ -105,7 +105,7 @@ local INFO = redis.call('INFO', 'server')
 	// earlier clock: a holder's expiry looks later (refuse rather than
 	// grant), the guard longer, and tokens stay max(last+1, NOW), above the
 	// guard's end after a loss. The renewal scripts keep TIME: they send NOW
-	// back as the base of a deadline. Redis before 6.2 has no
+	// back as the base of a deadline. An older Redis whose INFO lacks
 	// server_time_usec: TIME then.
 	luaInfoNow = helper(`
 local at = string.find(INFO, 'server_time_usec:', 1, true)
