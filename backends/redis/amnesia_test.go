@@ -155,8 +155,8 @@ func TestAmnesiaOlderSnapshot(t *testing.T) {
 }
 
 // §15: what is not a loss of state does not start the guard. SCRIPT FLUSH
-// makes the next calls run the check (NOSCRIPT), which finds the same run
-// id and changes nothing.
+// empties the script cache: the next calls get NOSCRIPT and load the scripts
+// again, in the same process, with the same run id, and nothing changes.
 func TestScriptFlushIsNotAmnesia(t *testing.T) {
 	srv := startRedis(t)
 	admin := newClient(t, srv.addr)

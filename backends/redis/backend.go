@@ -45,8 +45,12 @@ type Backend struct {
 	prefix     string
 	keys       layout
 	maxLease   time.Duration
-	maxLeaseUS string
 	logger     *slog.Logger
+
+	// Every script's KEYS, and arguments every call passes (see run).
+	metaKeys    []string
+	baseArg     any
+	maxLeaseArg any
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -122,13 +126,15 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Backend{
-		client:     client,
-		prefix:     o.prefix,
-		keys:       newLayout(o.prefix),
-		maxLease:   o.maxLease,
-		maxLeaseUS: strconv.FormatInt(micros(o.maxLease), 10),
-		logger:     o.logger,
+		client:   client,
+		prefix:   o.prefix,
+		keys:     newLayout(o.prefix),
+		maxLease: o.maxLease,
+		logger:   o.logger,
 	}
+	b.metaKeys = []string{b.keys.meta()}
+	b.baseArg = b.keys.base
+	b.maxLeaseArg = strconv.FormatInt(micros(o.maxLease), 10)
 	b.notify.init(b)
 	return b, nil
 }
@@ -240,7 +246,7 @@ func (b *Backend) MaxLease() time.Duration { return b.maxLease }
 // so). Every operation does the same, so calling it is optional; it is a way
 // to fail fast at start-up.
 func (b *Backend) Check(ctx context.Context) error {
-	_, err := b.run(ctx, scriptCheck, "check", "")
+	_, err := b.run(ctx, scriptCheck, "check", noSession)
 	return err
 }
 
@@ -253,12 +259,12 @@ func (b *Backend) OpenSession(ctx context.Context, ttl time.Duration) (backends.
 		return nil, backends.Renewal{}, fmt.Errorf("simbaredis: open session: ttl %v; want at least 1µs", ttl)
 	}
 	ttl = min(ttl, b.maxLease)
-	id := newSessionID()
-	r, err := b.run(ctx, scriptOpen, "open session", id, micros(ttl))
+	s := newSession(b, newSessionID())
+	r, err := b.run(ctx, scriptOpen, "open session", s.idArg, micros(ttl))
 	if err != nil {
 		return nil, backends.Renewal{}, err
 	}
-	return &session{b: b, id: id}, renewal(r), nil
+	return s, renewal(r), nil
 }
 
 // StoreTime returns Redis's clock (TIME), read in one round trip.

@@ -50,14 +50,15 @@
 //
 //	{p}:meta          hash: layout version, run id, guard, last token, revision
 //	{p}:sessions      sorted set: session id → expiry, in µs of Redis time
-//	{p}:s:<id>        hash: the session's time to live and digest counters
-//	{p}:o:<id>        hash: lease name → token, the leases the session holds
+//	{p}:s:<id>        hash: the session's time to live and last group leave
+//	{p}:o:<id>        sorted set: lease name → token, the leases the session
+//	                  holds, and its digest version
 //	{p}:j:<id>        set: the groups the session joined
 //	{p}:l:<name>      hash: holder session, token, value
 //	{p}:g:<group>     hash: partition count and epoch, while the group has members
 //	{p}:m:<group>     set: the group's members
 //	{p}:h:<group>     hash: partition index → holder
-//	{p}:released      pub/sub channel: the names of released leases
+//	{p}:released      pub/sub channel: released leases, and who released them
 //
 // A released lease's record keeps only its value, if one was stored (values
 // outlive terms and are never deleted); records of sessions that ended are
@@ -74,20 +75,26 @@
 //
 // Every operation is one script, called with EVALSHA (and EVAL after a
 // NOSCRIPT reply), so it is one atomic round trip. Each script reads Redis's
-// clock (TIME): expiry is measured by Redis, never by a client's clock (SPEC
-// D1). Each checks, before it reads or writes anything else, that the
-// calling session is alive by that clock, so a command that reaches Redis
-// late — held back by the network or by go-redis's retries — can neither
-// extend nor revive a session that expired, nor release or write what
-// another session now holds (SPEC S3).
+// clock (TIME, or the clock INFO reports, which acquire reads anyway): expiry
+// is measured by Redis, never by a client's clock (SPEC D1). Each checks,
+// before it reads or writes anything else, that the calling session is alive
+// by that clock, so a command that reaches Redis late — held back by the
+// network or by go-redis's retries — can neither extend nor revive a session
+// that expired, nor release or write what another session now holds (SPEC
+// S3).
 //
 // A keep-alive costs the same whatever the number of leases held: it reads
 // the session's counters and the epochs of the groups it joined (SPEC S1).
-// Close and the end of an expired session cost one step per lease held.
-// Expired sessions are ended lazily: by the first script that meets them,
-// and by the renewal scripts, which end up to 16 expired sessions each
-// (oldest first), so that a crashed node's leases and memberships are
-// released, and watchers woken, within one renewal period of any live node.
+// A session that expired is dead at once — every script checks its expiry,
+// and a lease or membership of a dead session counts as free — and its
+// records are cleared lazily: the renewal scripts of every node end up to 16
+// dead sessions each (oldest first), releasing at most 1,000 of their leases
+// and memberships per call, so that a crashed node's leases and memberships
+// are released, and watchers woken, within a renewal period of any live node
+// (a few periods for a node that held many thousands), and no renewal blocks
+// Redis for more than a few milliseconds on another node's behalf. Close
+// ends its session in its first call and releases up to 1,000 leases and
+// memberships per call, calling again until none is left.
 //
 // Tokens come from one counter per namespace: each new token is the larger
 // of the last token plus one and Redis's clock in microseconds, so tokens
@@ -96,10 +103,13 @@
 //
 // # Release notifications
 //
-// Releases, closes and the ends of expired sessions PUBLISH the lease name on
-// {p}:released. A backend keeps one subscription to it, started by the first
-// Watch of any of its sessions (see [backends.Notifier]) and ended by
-// [Backend.Close]; the engine ignores its own node's releases. The
+// Releases, closes and the ends of expired sessions PUBLISH the lease name and
+// the id of the session that held it on {p}:released. A backend keeps one
+// subscription to it, started by the first Watch of any of its sessions (see
+// [backends.Notifier]) and ended by [Backend.Close]. A session's own releases
+// do not wake its own watches: its node knows what it released. Other
+// sessions' watches wake, those of the same backend included (several
+// runtime clients, each a node with its own session, may share one). The
 // subscription pings Redis when it has been silent for 5 s and reconnects,
 // with back-off, when the connection fails; since releases published while it
 // was down are lost, every reconnection wakes every watcher (a hint only:
@@ -116,23 +126,32 @@
 // than what clients believe. Handing a lease out at once would make two
 // leaders. So the backend detects that Redis may have lost state, and then
 // refuses every grant (Acquire fails with an error wrapping
-// [backends.ErrLeaseHeld] that says Redis is recovering) until MaxLease has
+// [backends.ErrRecovering] and [backends.ErrLeaseHeld]) until MaxLease has
 // passed — by then every old holder's local deadline has passed, since no
 // session was granted more (SPEC §15, Chubby's lock-delay). Sessions may open
 // meanwhile; every session that existed before is ended, and its client opens
 // a new one.
 //
-// Detection compares Redis's run id, which changes with every process, with
-// the one recorded in the meta hash — not only a marker key, which an older
-// snapshot would bring back intact. Reading the run id (INFO, inside the
-// script, so in the same process that then runs the operation) costs more
-// than the rest of a script, so the scripts read it only when they may be
-// running in a new process: the script cache is not saved with the data, and
-// Redis empties it when it restarts and when a replica becomes the primary,
-// so a new process answers NOSCRIPT until one of the backend's scripts has run
-// in it; the backend resends the script after NOSCRIPT with a flag that
-// makes it check the run id first. The first script in a new process therefore
-// always checks, and on a mismatch starts the guard from that moment.
+// Detection compares the run id of the Redis process — random, and new in
+// every process: after a restart, and on every replica — with the one
+// recorded in the namespace's meta hash; not only a marker key, which an
+// older snapshot would bring back intact. The acquire script reads the run id
+// (INFO, inside the script, so in the very process that then grants) on every
+// call, and so do the scripts that open and renew sessions (open,
+// keep-alive, owned, check): no lease is granted, in any namespace, before
+// that namespace's guard has run in the current process, whichever namespace
+// runs first and whatever the script cache holds (it is shared by every
+// namespace of a Redis, and Redis before 7 saves it with the data). On a
+// mismatch, the guard starts from that moment and every session of the
+// namespace ends: its client gets [backends.ErrSessionExpired] at its next
+// call and opens a new session. Reading the run id costs about 5 µs of Redis
+// time per call, a sixth of an acquire and a release (acquire takes its clock
+// from the same INFO, which spares a TIME). The scripts that grant nothing — release, put value, join,
+// leave, members, close — do not read it: they act only for a session that
+// is alive, one that a guarded script opened and renewed.
+//
+// The tests cover, against a private redis-server, a restart without data and
+// a restart that reloads an older snapshot, in every namespace of the server.
 //
 // A namespace whose meta hash is missing is either new or was lost with the
 // whole of Redis's data; the scripts cannot tell which, so they guard it until
@@ -140,45 +159,63 @@
 // so rounded towards later; or from now, if that is sooner). On a Redis that
 // has been up for longer than MaxLease, a new namespace grants at once; on a
 // Redis that just started, even a new namespace waits out the rest of
-// MaxLease.
+// MaxLease. A namespace that lost its meta hash but still has sessions is
+// guarded from the first guarded call that notices.
 //
 // Tokens after the guard are at least Redis's clock in microseconds at the
 // time of the grant, so they exceed every token issued before the loss, as
 // long as the clock of the Redis host did not go back by more than MaxLease.
 //
+// Fail-over to an asynchronously replicated replica (SPEC §11) can lose
+// recent writes: grants, releases, renewals, the token counter, values stored
+// with PutValue. The promoted replica is another process, with its own run
+// id, while the meta hash it holds, replicated from the old primary, records
+// the old primary's; so in each namespace the first guarded call on the new
+// primary — an acquire, or any node's next keep-alive — starts the guard there,
+// every session of the namespace ends, no lease is granted for MaxLease, and
+// tokens stay above those issued before. What the replica missed stays lost
+// (a schedule may run a slot again). This follows from the run id and is not
+// covered by the tests, which restart servers but do not fail them over.
+// Persistence (appendonly) narrows what a restart loses but does not make the
+// guard unnecessary: after any restart, reload or fail-over, no grant for
+// MaxLease.
+//
 // What the guard cannot cover:
 //
-//   - Keys deleted while Redis runs: FLUSHALL, FLUSHDB, a DEL of the meta hash
-//     (which the next script notices and guards from then on, but leases
-//     could be granted in between), and eviction. Run Redis with
-//     maxmemory-policy noeviction (the default) or on a dedicated instance:
-//     under an allkeys-* policy Redis may evict lease records and the token
-//     counter. A namespace deleted whole on a Redis up for longer than MaxLease
-//     looks new and grants at once.
+//   - Keys deleted while Redis runs: FLUSHALL, FLUSHDB, a DEL of lease
+//     records, and eviction. Run Redis with maxmemory-policy noeviction (the
+//     default) or on a dedicated instance: under an allkeys-* policy Redis may
+//     evict lease records and the token counter. A namespace deleted whole on a
+//     Redis up for longer than MaxLease looks new and grants at once.
 //   - An old primary that keeps serving clients after a replica was promoted
 //     in its place (a network partition with Sentinel or Cluster): both grant
 //     leases. Redis's min-replicas-to-write and min-replicas-max-lag narrow
 //     this window; fencing tokens close it.
+//   - A fail-over and a fail-back before any guarded call of the namespace ran
+//     on the interim primary: the old primary, resynchronised from it, has
+//     its own run id again, the one the meta hash records, and cannot tell
+//     that writes were lost. While any node of the namespace is alive, a
+//     keep-alive runs at least every RenewInterval, so this takes two
+//     fail-overs within one renewal interval.
 //   - A fail-over where the promoted replica's clock is behind the old
 //     primary's: tokens are taken from the clock, so they could go back by the
 //     difference. Keep the hosts' clocks in sync (SPEC §11); only fencing
 //     protects against a stepped clock.
 //
-// Asynchronous replication (SPEC §11): a fail-over can lose recent writes —
-// grants, releases, renewals, the token counter. The promoted replica answers
-// NOSCRIPT, so the guard starts, every session is ended, and tokens stay above
-// those issued before (the tests cover restarts and reloads, not fail-overs);
-// the writes themselves are lost, including values
-// stored with PutValue (a schedule may then run a slot again). Persistence
-// (appendonly) narrows what a restart loses but does not make the guard
-// unnecessary: after any restart, reload or fail-over, no grant for MaxLease.
+// # Redis versions
+//
+// The tests run against Redis 7.0. The scripts need Redis 5 or later: they
+// read the clock (TIME) before writing, which needs Redis to replicate their
+// effects rather than the scripts themselves, the default from Redis 5 on.
+// Where INFO has no server_time_usec (older versions), acquire reads TIME too.
 //
 // # Errors
 //
 // A session that expired, was closed or was lost: an error wrapping
-// [backends.ErrSessionExpired]. A lease held, or the guard: wrapping
-// [backends.ErrLeaseHeld]. Network errors, timeouts and error replies from
-// Redis: wrapping both [backends.ErrUnavailable] and go-redis's error (or the
-// context's). A namespace of another layout version: wrapping [ErrLayout]. A
-// closed backend: wrapping [backends.ErrClosed].
+// [backends.ErrSessionExpired]. A lease held: wrapping [backends.ErrLeaseHeld];
+// the guard: wrapping [backends.ErrRecovering] too. Network errors, timeouts
+// and error replies from Redis: wrapping both [backends.ErrUnavailable] and
+// go-redis's error (or the context's). A namespace of another layout
+// version: wrapping [ErrLayout]. A closed backend: wrapping
+// [backends.ErrClosed].
 package simbaredis

@@ -1,32 +1,31 @@
 package simbaredis
 
-import (
-	"fmt"
-	"strings"
-)
+import "strings"
 
 // layoutVersion is the version of the key layout and of the scripts that
 // read and write it. It is stored in the namespace's meta hash; a script that
 // finds another version refuses to run ([ErrLayout]), so that two versions of
 // this package never share a namespace silently.
-const layoutVersion = "1"
+const layoutVersion = "2"
 
 // The key layout of a namespace, defined here and nowhere else: the Go side
-// builds keys with [layout], and the Lua prelude (luaKeys) gets the same
+// builds keys with [layout], and the Lua helpers below get the same
 // tags from these constants. Every key starts with the hash tag "{prefix}",
 // so that a namespace lives in one Redis Cluster slot.
 //
 //	{p}:meta          hash: layout, run, guard, token, rev (see scripts.go)
 //	{p}:sessions      zset: session id → expiry (µs of Redis time)
-//	{p}:s:<id>        hash: ttl (µs), ver (Digest.Version), mrev (last leave)
-//	{p}:o:<id>        hash: lease name → token, the leases the session holds
+//	{p}:s:<id>        hash: ttl (µs), mrev (last leave)
+//	{p}:o:<id>        zset: lease name → token, the leases the session holds,
+//	                  and "#" → Digest.Version (versionMember)
 //	{p}:j:<id>        set: the groups the session joined
 //	{p}:l:<name>      hash: s (holder session id), t (token), v (value);
 //	                  a release deletes s and t: the value outlives terms
 //	{p}:g:<group>     hash: parts, epoch; exists while the group has members
 //	{p}:m:<group>     set: the group's member session ids
 //	{p}:h:<group>     hash: partition index → holder session id
-//	{p}:released      pub/sub channel: names of released leases
+//	{p}:released      pub/sub channel: "name session" for each lease released,
+//	                  with the session that released it (or ended)
 const (
 	tagMeta     = "meta"
 	tagSessions = "sessions"
@@ -54,21 +53,20 @@ func (l layout) channel() string          { return l.base + tagReleased }
 func (l layout) pattern() string          { return l.base + "*" }
 func (l layout) String() string           { return strings.TrimSuffix(l.base, ":") }
 
-// luaKeys is the Lua counterpart of layout: the scripts get the namespace's
-// base ("{prefix}:") as an argument and build keys with these functions.
-func luaKeys() string {
-	var b strings.Builder
-	fn := func(name, tag string) {
-		fmt.Fprintf(&b, "local function %s(x) return P .. %q .. x end\n", name, tag)
-	}
-	fmt.Fprintf(&b, "local SESSIONS = P .. %q\n", tagSessions)
-	fmt.Fprintf(&b, "local CHANNEL = P .. %q\n", tagReleased)
-	fn("sess_key", tagSession)
-	fn("owned_key", tagOwned)
-	fn("joined_key", tagJoined)
-	fn("lease_key", tagLease)
-	fn("group_key", tagGroup)
-	fn("members_key", tagMembers)
-	fn("holders_key", tagHolders)
-	return b.String()
+// The Lua counterpart of layout: the scripts get the namespace's base
+// ("{prefix}:") as an argument, P, and build keys with these helpers.
+var (
+	luaSessions   = helper("local SESSIONS = P .. '" + tagSessions + "'\n")
+	luaChannel    = helper("local CHANNEL = P .. '" + tagReleased + "'\n")
+	luaKeySession = luaKey("sess_key", tagSession)
+	luaKeyOwned   = luaKey("owned_key", tagOwned)
+	luaKeyJoined  = luaKey("joined_key", tagJoined)
+	luaKeyLease   = luaKey("lease_key", tagLease)
+	luaKeyGroup   = luaKey("group_key", tagGroup)
+	luaKeyMembers = luaKey("members_key", tagMembers)
+	luaKeyHolders = luaKey("holders_key", tagHolders)
+)
+
+func luaKey(name, tag string) *luaHelper {
+	return helper("local function " + name + "(x) return P .. '" + tag + "' .. x end\n")
 }

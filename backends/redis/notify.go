@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,7 +46,7 @@ func (n *notifier) init(b *Backend) {
 	n.done = make(chan struct{})
 }
 
-func (n *notifier) watch(name string, fn func()) (stop func()) {
+func (n *notifier) watch(session, name string, fn func()) (stop func()) {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -58,7 +59,7 @@ func (n *notifier) watch(name string, fn func()) (stop func()) {
 		go n.loop(ctx)
 	}
 	n.mu.Unlock()
-	return n.watches.Add(name, fn)
+	return n.watches.AddFor(session, name, fn)
 }
 
 // close ends the subscription and waits for its goroutine.
@@ -157,7 +158,10 @@ func (n *notifier) subscribe(ctx context.Context) (confirmed bool) {
 				n.subscribed = true
 			}
 		case *redis.Message:
-			n.watches.Fire(m.Payload)
+			// "name session" (see keys.go): the session that released
+			// name does not wake its own watches.
+			name, from, _ := strings.Cut(m.Payload, " ")
+			n.watches.FireFrom(from, name)
 		}
 	}
 }

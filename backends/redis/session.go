@@ -17,9 +17,15 @@ import (
 // alive, so a session Redis forgot (expired, closed, lost) stays dead (SPEC
 // S3).
 type session struct {
-	b  *Backend
-	id string
+	b     *Backend
+	id    string
+	idArg any // id, made an interface once (see Backend.run)
 }
+
+func newSession(b *Backend, id string) *session { return &session{b: b, id: id, idArg: id} }
+
+// noSession is the session argument of calls without one (check).
+var noSession any = ""
 
 var (
 	_ backends.Session  = (*session)(nil)
@@ -29,7 +35,7 @@ var (
 func (s *session) ID() backends.SessionID { return backends.SessionID(s.id) }
 
 func (s *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
-	r, err := s.b.run(ctx, scriptKeepAlive, "keep-alive", s.id)
+	r, err := s.b.run(ctx, scriptKeepAlive, "keep-alive", s.idArg)
 	if err != nil {
 		return backends.Renewal{}, err
 	}
@@ -37,7 +43,7 @@ func (s *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 }
 
 func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, error) {
-	r, err := s.b.run(ctx, scriptOwned, "owned", s.id)
+	r, err := s.b.run(ctx, scriptOwned, "owned", s.idArg)
 	if err != nil {
 		return nil, backends.Digest{}, err
 	}
@@ -46,11 +52,16 @@ func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 	for i := 0; i+1 < len(flat); i += 2 {
 		name, _ := flat[i].(string)
 		tok, _ := flat[i+1].(string)
-		n, err := strconv.ParseInt(tok, 10, 64)
-		if err != nil {
-			return nil, backends.Digest{}, fmt.Errorf("simbaredis: owned: lease %q has token %q: %w", name, tok, err)
+		if name == versionMember {
+			continue
 		}
-		held = append(held, backends.Held{Name: name, Token: backends.Token(n)})
+		// The token is a sorted set's score: below 2^53, so exact in a
+		// float64, and written by Redis as an integer.
+		f, err := strconv.ParseFloat(tok, 64)
+		if err != nil || f != float64(int64(f)) || f <= 0 {
+			return nil, backends.Digest{}, fmt.Errorf("simbaredis: owned: lease %q has token %q", name, tok)
+		}
+		held = append(held, backends.Held{Name: name, Token: backends.Token(f)})
 	}
 	slices.SortFunc(held, func(a, b backends.Held) int { return cmp.Compare(a.Name, b.Name) })
 	return held, digest(r), nil
@@ -60,7 +71,13 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 	if err := backends.ValidateName(name); err != nil {
 		return backends.Grant{}, fmt.Errorf("simbaredis: acquire: %w", err)
 	}
-	r, err := s.b.run(ctx, scriptAcquire, "acquire", s.id, name)
+	var r reply
+	var err error
+	if g, i, ok := backends.SplitPartition(name); ok {
+		r, err = s.b.run(ctx, scriptAcquire, "acquire", s.idArg, name, g, i)
+	} else {
+		r, err = s.b.run(ctx, scriptAcquire, "acquire", s.idArg, name)
+	}
 	if err != nil {
 		return backends.Grant{}, err
 	}
@@ -71,8 +88,8 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 			return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: token %q from Redis", name, r.str(1))
 		}
 		g := backends.Grant{Token: backends.Token(tok)}
-		if r.int(2) == 1 {
-			g.Value = []byte(r.str(3))
+		if len(r) > 2 {
+			g.Value = []byte(r.str(2))
 		}
 		return g, nil
 	case "HELD":
@@ -91,7 +108,13 @@ func (s *session) Release(ctx context.Context, name string, token backends.Token
 	if err := backends.ValidateName(name); err != nil {
 		return fmt.Errorf("simbaredis: release: %w", err)
 	}
-	r, err := s.b.run(ctx, scriptRelease, "release", s.id, name, int64(token))
+	var r reply
+	var err error
+	if g, i, ok := backends.SplitPartition(name); ok {
+		r, err = s.b.run(ctx, scriptRelease, "release", s.idArg, name, int64(token), g, i)
+	} else {
+		r, err = s.b.run(ctx, scriptRelease, "release", s.idArg, name, int64(token))
+	}
 	if err != nil {
 		return err
 	}
@@ -109,7 +132,7 @@ func (s *session) PutValue(ctx context.Context, name string, token backends.Toke
 		return fmt.Errorf("simbaredis: put value %q: %d bytes, want at most %d: %w",
 			name, len(value), backends.MaxValueSize, backends.ErrValueTooLarge)
 	}
-	r, err := s.b.run(ctx, scriptPutValue, "put value", s.id, name, int64(token), value)
+	r, err := s.b.run(ctx, scriptPutValue, "put value", s.idArg, name, int64(token), value)
 	if err != nil {
 		return err
 	}
@@ -126,7 +149,7 @@ func (s *session) Join(ctx context.Context, group string, partitions int) error 
 	if err := backends.ValidateGroup(group, partitions); err != nil {
 		return fmt.Errorf("simbaredis: join: %w", err)
 	}
-	r, err := s.b.run(ctx, scriptJoin, "join", s.id, group, partitions)
+	r, err := s.b.run(ctx, scriptJoin, "join", s.idArg, group, partitions)
 	if err != nil {
 		return err
 	}
@@ -144,7 +167,7 @@ func (s *session) Leave(ctx context.Context, group string) error {
 	if err := backends.ValidateName(group); err != nil {
 		return fmt.Errorf("simbaredis: leave: %w", err)
 	}
-	r, err := s.b.run(ctx, scriptLeave, "leave", s.id, group)
+	r, err := s.b.run(ctx, scriptLeave, "leave", s.idArg, group)
 	if err != nil {
 		return err
 	}
@@ -158,7 +181,7 @@ func (s *session) Members(ctx context.Context, group string) (backends.GroupView
 	if err := backends.ValidateName(group); err != nil {
 		return backends.GroupView{}, fmt.Errorf("simbaredis: members: %w", err)
 	}
-	r, err := s.b.run(ctx, scriptMembers, "members", s.id, group)
+	r, err := s.b.run(ctx, scriptMembers, "members", s.idArg, group)
 	if err != nil {
 		return backends.GroupView{}, err
 	}
@@ -189,26 +212,37 @@ func (s *session) Members(ctx context.Context, group string) (backends.GroupView
 	return v, nil
 }
 
+// Close ends the session in its first call: from then on, what it holds is
+// free to others. Each call releases up to reapBudget leases and
+// memberships, waking their watchers, so that none blocks Redis for long;
+// a session that holds more takes more calls, until it is gone or ctx ends
+// (the renewals of other sessions then finish the job).
 func (s *session) Close(ctx context.Context) error {
-	r, err := s.b.run(ctx, scriptClose, "close", s.id)
-	if err != nil {
-		return err
-	}
-	if r.status() != "OK" {
+	for {
+		r, err := s.b.run(ctx, scriptClose, "close", s.idArg)
+		if err != nil {
+			return err
+		}
+		switch r.status() {
+		case "OK":
+			return nil
+		case "MORE":
+			continue
+		}
 		return s.b.unexpected("close", r)
 	}
-	return nil
 }
 
 // Watch calls fn each time name may have become free: a release, a close or
 // a reaped expiry of its holder's session published on the namespace's
-// channel, and — since releases published meanwhile are lost — every time the
+// channel, unless the holder was this session (it knows what it released),
+// and — since releases published meanwhile are lost — every time the
 // backend's subscription (re)connects. fn runs on the backend's subscription
 // goroutine and must return quickly; calls of one watch never overlap. The
 // returned stop waits for a call of fn in progress, so fn must not call its
 // own stop. The package documentation describes the subscription.
 func (s *session) Watch(name string, fn func()) (stop func()) {
-	return s.b.notify.watch(name, fn)
+	return s.b.notify.watch(s.id, name, fn)
 }
 
 // unexpected reports a status a script should not return.

@@ -18,6 +18,7 @@ type Registry struct {
 }
 
 type entry struct {
+	owner   string // the watching session, if the backend says (AddFor)
 	fn      func()
 	mu      sync.Mutex // held while fn runs, so that stop can wait for it
 	stopped bool
@@ -34,8 +35,12 @@ func (e *entry) fire() {
 // Add registers fn for name and returns the function that removes it. After
 // stop returns, fn is not called again; stop may be called more than once,
 // but not from fn.
-func (r *Registry) Add(name string, fn func()) (stop func()) {
-	e := &entry{fn: fn}
+func (r *Registry) Add(name string, fn func()) (stop func()) { return r.AddFor("", name, fn) }
+
+// AddFor is Add for a watch of session owner: [Registry.FireFrom] does not
+// call it for that session's own releases.
+func (r *Registry) AddFor(owner, name string, fn func()) (stop func()) {
+	e := &entry{owner: owner, fn: fn}
 	r.mu.Lock()
 	if r.byName == nil {
 		r.byName = make(map[string]map[*entry]struct{})
@@ -71,6 +76,19 @@ func (r *Registry) Fire(names ...string) {
 	r.fire(func(yield func(*entry)) {
 		for _, name := range names {
 			for e := range r.byName[name] {
+				yield(e)
+			}
+		}
+	})
+}
+
+// FireFrom calls the watches of name after session from released it, except
+// from's own: a session's release tells it nothing new. An empty from skips
+// none.
+func (r *Registry) FireFrom(from, name string) {
+	r.fire(func(yield func(*entry)) {
+		for e := range r.byName[name] {
+			if from == "" || e.owner != from {
 				yield(e)
 			}
 		}

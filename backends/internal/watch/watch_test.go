@@ -29,6 +29,25 @@ func TestFireAndStop(t *testing.T) {
 	}
 }
 
+// A session's own releases do not call its own watches; watches of other
+// sessions and watches without an owner are called.
+func TestFireFrom(t *testing.T) {
+	var r Registry
+	var mine, theirs, anyone atomic.Int32
+	r.AddFor("s1", "x", func() { mine.Add(1) })
+	r.AddFor("s2", "x", func() { theirs.Add(1) })
+	r.Add("x", func() { anyone.Add(1) })
+	r.FireFrom("s1", "x")
+	if mine.Load() != 0 || theirs.Load() != 1 || anyone.Load() != 1 {
+		t.Fatalf("after FireFrom(s1, x): mine=%d theirs=%d anyone=%d; want 0 1 1", mine.Load(), theirs.Load(), anyone.Load())
+	}
+	r.FireFrom("", "x")
+	r.FireFrom("s3", "y")
+	if mine.Load() != 1 || theirs.Load() != 2 || anyone.Load() != 2 {
+		t.Fatalf("after FireFrom(\"\", x): mine=%d theirs=%d anyone=%d; want 1 2 2", mine.Load(), theirs.Load(), anyone.Load())
+	}
+}
+
 // Stop waits for a call in progress; no call starts after it returns; calls
 // of one watch never overlap.
 func TestStopWaitsAndCallsDoNotOverlap(t *testing.T) {

@@ -1,0 +1,88 @@
+package simbaredis
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// A1: a session's own releases and its own Close do not wake its own
+// watches — it knows, and waking it would only make it read the store again
+// — while every other session's watches of the name wake, those of sessions
+// of the same backend (another node in the same process) included.
+func TestOwnReleasesDoNotWakeOwnWatches(t *testing.T) {
+	addr, admin := sharedRedis(t)
+	b := newBackend(t, newClient(t, addr), admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := func() backends.Session {
+		t.Helper()
+		s, _, err := b.OpenSession(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, other, third := open(), open(), open()
+	defer other.Close(ctx)
+	defer third.Close(ctx)
+	var byA, byOther atomic.Int64
+	watch := func(s backends.Session, name string, n *atomic.Int64) {
+		t.Cleanup(s.(backends.Notifier).Watch(name, func() { n.Add(1) }))
+	}
+	watch(a, "x", &byA)
+	watch(other, "x", &byOther)
+	time.Sleep(100 * time.Millisecond) // the subscription starts
+
+	waitFor := func(what string, n *atomic.Int64, want int64) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for n.Load() < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d calls after 5s; want %d", what, n.Load(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// cycle makes s acquire and release x.
+	cycle := func(s backends.Session) {
+		t.Helper()
+		g, err := s.Acquire(ctx, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(ctx, "x", g.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Notifications arrive in order, on one goroutine: once the third
+	// session's release has woken a, a's own release before it was
+	// delivered too.
+	cycle(a)
+	waitFor("other's watch after a's release", &byOther, 1)
+	cycle(third)
+	waitFor("a's watch after the third session's release", &byA, 1)
+	waitFor("other's watch after the third session's release", &byOther, 2)
+	if n := byA.Load(); n != 1 {
+		t.Errorf("a's watch called %d times for a's own release and another's; want 1, for the other's", n)
+	}
+
+	if _, err := a.Acquire(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("other's watch after a's Close", &byOther, 3)
+	cycle(third)
+	waitFor("other's watch after the third session's second release", &byOther, 4)
+	// a's watch may still be called for the third session's release (a
+	// closed, but its watch was not stopped); not for a's own Close.
+	if n := byA.Load(); n > 2 {
+		t.Errorf("a's watch called %d times; want at most 2 (once per other session's release), none for its own Close", n)
+	}
+}

@@ -1,0 +1,196 @@
+package simbaredis
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// heldBy returns the names, among names, whose lease records name session
+// id as their holder.
+func heldBy(t *testing.T, c *redis.Client, l layout, id string, names []string) []string {
+	t.Helper()
+	ctx := context.Background()
+	cmds := make([]*redis.StringCmd, len(names))
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, name := range names {
+			cmds[i] = p.HGet(ctx, l.base+tagLease+name, "s")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatalf("reading lease records: %v", err)
+	}
+	var held []string
+	for i, cmd := range cmds {
+		if cmd.Val() == id {
+			held = append(held, names[i])
+		}
+	}
+	return held
+}
+
+// S1: a keep-alive ends crashed sessions on the way, but releases at most
+// reapBudget of their leases per call, so that a node's renewal never pays
+// for a crashed node with many leases in one go (it would block Redis for
+// a few µs a lease). Meanwhile the crashed session stays dead and its leases not
+// yet released are free to others, since their holder expired; later calls
+// go on until the session is gone.
+func TestReapIsBounded(t *testing.T) {
+	addr, admin := sharedRedis(t)
+	b := newBackend(t, newClient(t, addr), admin)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	crashed, _, err := b.OpenSession(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crashed.Join(ctx, "group", 2); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{backends.PartitionName("group", 0)}
+	for i := range 2*reapBudget + 10 {
+		names = append(names, "lease-"+strconv.Itoa(i))
+	}
+	tokens := make(map[string]backends.Token)
+	for i, name := range names {
+		g, err := crashed.Acquire(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[name] = g.Token
+		if i%500 == 499 {
+			if _, err := crashed.KeepAlive(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	live, _, err := b.OpenSession(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close(ctx)
+	mine, err := live.Acquire(ctx, "mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := string(crashed.ID())
+	expireSession(t, admin, b.keys, id)
+
+	if _, err := live.KeepAlive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	left := heldBy(t, admin, b.keys, id, names)
+	released := len(names) - len(left)
+	if released > reapBudget {
+		t.Errorf("one keep-alive released %d leases of a crashed session; want at most %d", released, reapBudget)
+	}
+	if released == 0 {
+		t.Errorf("a keep-alive released none of a crashed session's %d leases; want progress", len(names))
+	}
+
+	// Part-way: the session stays dead, its members gone, and what it still
+	// holds on record is free to others.
+	if _, err := crashed.KeepAlive(ctx); !errors.Is(err, backends.ErrSessionExpired) {
+		t.Errorf("KeepAlive of the crashed session part-way through its reaping = %v; want ErrSessionExpired (S3)", err)
+	}
+	if _, err := crashed.Acquire(ctx, "new"); !errors.Is(err, backends.ErrSessionExpired) {
+		t.Errorf("Acquire by the crashed session part-way through its reaping = %v; want ErrSessionExpired (S3)", err)
+	}
+	if len(left) > 0 {
+		name := left[len(left)-1]
+		g, err := live.Acquire(ctx, name)
+		if err != nil {
+			t.Errorf("Acquire(%q), not yet released by the crashed session: %v; want it free (its holder expired)", name, err)
+		} else if g.Token <= tokens[name] {
+			t.Errorf("Acquire(%q): token %d; want > %d, the crashed session's", name, g.Token, tokens[name])
+		}
+	}
+	if v, err := live.Members(ctx, "group"); err != nil || len(v.Members) != 0 || slices.ContainsFunc(v.Holders, func(h backends.SessionID) bool { return h != "" }) {
+		t.Errorf("Members part-way = %+v, %v; want no members and no holders", v, err)
+	}
+
+	for i := 0; i < 10 && len(heldBy(t, admin, b.keys, id, names)) > 0; i++ {
+		if _, err := live.KeepAlive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left := heldBy(t, admin, b.keys, id, names); len(left) > 0 {
+		t.Errorf("%d leases still held by the crashed session after 10 more keep-alives", len(left))
+	}
+	if _, err := live.KeepAlive(ctx); err != nil { // ends the session, if only its records are left
+		t.Fatal(err)
+	}
+	keys := []string{b.keys.session(id), b.keys.base + tagOwned + id, b.keys.base + tagJoined + id}
+	if n, err := admin.Exists(ctx, keys...).Result(); err != nil || n != 0 {
+		t.Errorf("the crashed session's keys: %d exist, %v; want none once it is reaped", n, err)
+	}
+	if err := admin.ZScore(ctx, b.keys.sessions(), id).Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("the crashed session in the sessions set: %v; want it gone", err)
+	}
+	if g, err := live.Acquire(ctx, "mine"); err != nil || g.Token != mine.Token {
+		t.Errorf("the live session's lease after the reaping: %v, %v; want it still held with token %d", g, err, mine.Token)
+	}
+}
+
+// S4: Close releases every lease, however many, and wakes watchers; more
+// than reapBudget take more than one call, but the first call ends the
+// session, so that what it holds is free to others at once.
+func TestCloseManyLeases(t *testing.T) {
+	addr, admin := sharedRedis(t)
+	b := newBackend(t, newClient(t, addr), admin)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, _, err := b.OpenSession(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := range reapBudget + 10 {
+		name := "lease-" + strconv.Itoa(i)
+		if _, err := s.Acquire(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	other, _, err := b.OpenSession(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	woken := make(chan struct{}, 1)
+	stop := other.(backends.Notifier).Watch(names[len(names)-1], func() {
+		select {
+		case woken <- struct{}{}:
+		default:
+		}
+	})
+	defer stop()
+	time.Sleep(100 * time.Millisecond) // the subscription starts
+
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("Close with %d leases: %v", len(names), err)
+	}
+	if left := heldBy(t, admin, b.keys, string(s.ID()), names); len(left) > 0 {
+		t.Errorf("%d leases still held after Close; want none (S4)", len(left))
+	}
+	select {
+	case <-woken:
+	case <-time.After(5 * time.Second):
+		t.Errorf("the watcher of %s not woken within 5s of Close", names[len(names)-1])
+	}
+	if _, err := s.KeepAlive(ctx); !errors.Is(err, backends.ErrSessionExpired) {
+		t.Errorf("KeepAlive after Close = %v; want ErrSessionExpired", err)
+	}
+	if n, err := admin.Exists(ctx, b.keys.session(string(s.ID())), b.keys.base+tagOwned+string(s.ID())).Result(); err != nil || n != 0 {
+		t.Errorf("the closed session's keys: %d exist, %v; want none", n, err)
+	}
+}

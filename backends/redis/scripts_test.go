@@ -1,0 +1,28 @@
+package simbaredis
+
+import (
+	"strings"
+	"testing"
+)
+
+// Each script defines the clock and reads INFO at most once, and the
+// guarded ones (see check_meta) read INFO: newScript resolves the helpers,
+// and a mistake there would cost a command on every call, or skip the
+// amnesia guard.
+func TestScriptHelpers(t *testing.T) {
+	for _, sc := range []*script{scriptOpen, scriptKeepAlive, scriptOwned, scriptAcquire, scriptCheck, scriptRelease,
+		scriptPutValue, scriptJoin, scriptLeave, scriptMembers, scriptClose} {
+		if n := strings.Count(sc.src, "local NOW"); n > 1 {
+			t.Errorf("%s: %d definitions of NOW; want at most 1", sc.name, n)
+		}
+		if n := strings.Count(sc.src, "redis.call('INFO'"); n > 1 || (n == 1) != sc.guarded {
+			t.Errorf("%s (guarded %v): %d INFO calls; want 1 if guarded, else 0", sc.name, sc.guarded, n)
+		}
+		if strings.Contains(sc.src, "NOW") != strings.Contains(sc.src, "local NOW") {
+			t.Errorf("%s uses NOW without defining it", sc.name)
+		}
+	}
+	if strings.Contains(scriptAcquire.src, "redis.call('TIME')\nlocal NOW") {
+		t.Error("acquire reads TIME; want the clock from INFO, which it reads anyway")
+	}
+}
