@@ -64,7 +64,6 @@ func BenchmarkKeepAlive(b *testing.B) {
 	// A short MaxLease: the amnesia guard of a server that just booted
 	// lasts that long.
 	bk := newBackend(b, newClient(b, srv.addr), admin, WithMaxLease(3*time.Second))
-	waitGuard(b, bk)
 	for _, n := range []int{1, 100, 10_000} {
 		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) {
 			ctx := context.Background()
@@ -192,11 +191,12 @@ func (n *handOffNode) start(tb testing.TB) {
 // notification. Reported: median and p99.
 func BenchmarkHandOff(b *testing.B) {
 	addr, admin := sharedRedis(b)
-	bk := newBackend(b, newClient(b, addr), admin)
+	cfg := runtime.DefaultConfig()
+	bk := newBackend(b, newClient(b, addr), admin, WithMaxLease(cfg.LeaseDuration))
 	ctx := context.Background()
 	var nodes [2]*handOffNode
 	for i := range nodes {
-		c, err := runtime.NewClient(sameNamespace(b, bk, newClient(b, addr)), runtime.DefaultConfig())
+		c, err := runtime.NewClient(sameNamespace(b, bk, newClient(b, addr)), cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -260,7 +260,7 @@ func BenchmarkScale(b *testing.B) {
 	for _, n := range sizes["leases"] {
 		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				bk := newBackend(b, newClient(b, addr), admin)
+				bk := newBackend(b, newClient(b, addr), admin, WithMaxLease(cfg.LeaseDuration))
 				var renewals []time.Duration
 				var mu sync.Mutex
 				c, err := runtime.NewClient(bk, cfg, runtime.WithObserver(runtime.ObserverFunc(func(e runtime.Event) {
@@ -318,7 +318,7 @@ func BenchmarkScale(b *testing.B) {
 	for _, n := range sizes["nodes"] {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				bk := newBackend(b, newClient(b, addr), admin)
+				bk := newBackend(b, newClient(b, addr), admin, WithMaxLease(cfg.LeaseDuration))
 				var elected, revoked atomic.Int64
 				first := make(chan struct{}, n)
 				clients := make([]*runtime.Client, n)

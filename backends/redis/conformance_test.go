@@ -40,7 +40,6 @@ func TestConformance(t *testing.T) {
 			srv := startRedis(t)
 			c := newClient(t, srv.addr)
 			b := newBackend(t, c, c, WithMaxLease(maxLease))
-			waitGuard(t, b) // the server just booted
 			return b, func() time.Duration { srv.restart(); return b.MaxLease() }
 		},
 		NewCuttable: func(t *testing.T) (backends.Backend, func() func()) {

@@ -94,13 +94,21 @@ func uniquePrefix() string {
 	return "simbatest-" + hex.EncodeToString(b[:])
 }
 
-// newBackend returns a backend on client with a fresh prefix. When the test
-// ends it is closed and its keys are deleted (through admin, a client that
-// reaches Redis directly, since client may go through a cut proxy).
+// newBackend returns a backend on client with a fresh prefix, ready to grant
+// leases. When the test ends it is closed and its keys are deleted (through
+// admin, a client that reaches Redis directly, since client may go through a
+// cut proxy).
+//
+// Its MaxLease is testConfig's LeaseDuration unless opts say otherwise. A
+// new namespace on a Redis that booted less than MaxLease ago grants nothing
+// until then (the amnesia guard, SPEC §15), and CI starts Redis just before
+// the tests: with DefaultMaxLease (60 s) every test would time out waiting
+// for its first term. newBackend waits for the guard, so that no test
+// depends on how long Redis has been up.
 func newBackend(t testing.TB, client redis.UniversalClient, admin *redis.Client, opts ...Option) *Backend {
 	t.Helper()
 	prefix := uniquePrefix()
-	b, err := New(client, append([]Option{WithPrefix(prefix)}, opts...)...)
+	b, err := New(client, append([]Option{WithPrefix(prefix), WithMaxLease(testConfig.LeaseDuration)}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -108,6 +116,7 @@ func newBackend(t testing.TB, client redis.UniversalClient, admin *redis.Client,
 		b.Close()
 		deleteKeys(t, admin, b.keys)
 	})
+	waitGuard(t, b)
 	return b
 }
 

@@ -64,7 +64,9 @@ func childMain() int {
 	}
 	client := redis.NewClient(clientOptions(os.Getenv(childAddrEnv)))
 	defer client.Close()
-	b, err := New(client, WithPrefix(os.Getenv(childPrefixEnv)))
+	// MaxLease is the lease: the parent waits for the amnesia guard with
+	// the same value (every node of a namespace must use one value).
+	b, err := New(client, WithPrefix(os.Getenv(childPrefixEnv)), WithMaxLease(lease))
 	if err != nil {
 		return fail(err)
 	}
@@ -233,10 +235,9 @@ func TestTwoProcesses(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	addr, admin := sharedRedis(t)
-	prefix := uniquePrefix()
-	t.Cleanup(func() { deleteKeys(t, admin, newLayout(prefix)) })
 	const lease = 2 * time.Second
 	cfg := runtime.ConfigFor(lease)
+	prefix := newBackend(t, admin, admin, WithMaxLease(lease)).Prefix() // waits for the amnesia guard
 
 	events := make(chan event, 256)
 	children := map[string]*child{}
