@@ -219,3 +219,63 @@ func TestOneCommandPerCall(t *testing.T) {
 	sequence(false) // loads the scripts
 	sequence(true)
 }
+
+// F5, §15: tokens stay below 2^53, the largest range in which Lua's numbers
+// (doubles) hold every integer. With the namespace's token counter set just
+// below it (behind the backend's back, by a raw client), the next grant gets
+// 2^53-1 exactly, and every grant after it is refused — with an error that
+// is not ErrLeaseHeld, since waiting does not help — leaving the counter,
+// the leases held and the session as they were.
+func TestTokensStayBelow2To53(t *testing.T) {
+	addr, admin := sharedRedis(t)
+	b := newBackend(t, newClient(t, addr), admin)
+	ctx := context.Background()
+	const maxToken = 1<<53 - 1
+	s, _, err := b.OpenSession(ctx, b.MaxLease())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if err := admin.HSet(ctx, b.keys.meta(), "token", maxToken-1).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	g, err := s.Acquire(ctx, "last")
+	if err != nil {
+		t.Fatalf("Acquire with the counter at 2^53-2: %v; want token 2^53-1", err)
+	}
+	if g.Token != maxToken {
+		t.Errorf("token %d with the counter at 2^53-2; want exactly 2^53-1 = %d", g.Token, int64(maxToken))
+	}
+	refused := func(name string) {
+		t.Helper()
+		g, err := s.Acquire(ctx, name)
+		switch {
+		case err == nil:
+			t.Errorf("Acquire(%q) with the counter at 2^53-1 granted token %d; want it refused (F5)", name, g.Token)
+		case errors.Is(err, backends.ErrLeaseHeld):
+			t.Errorf("Acquire(%q) with the counter at 2^53-1 = %v; want an error other than ErrLeaseHeld", name, err)
+		}
+	}
+	refused("next")
+	// A lease the session holds is granted again with its token (no new
+	// token needed); once released, it needs a new one.
+	if g2, err := s.Acquire(ctx, "last"); err != nil || g2.Token != maxToken {
+		t.Errorf("Acquire of a held lease = %d, %v; want its token %d", g2.Token, err, int64(maxToken))
+	}
+	if err := s.Release(ctx, "last", maxToken); err != nil {
+		t.Fatal(err)
+	}
+	refused("last")
+
+	if got, err := admin.HGet(ctx, b.keys.meta(), "token").Result(); err != nil || got != "9007199254740991" {
+		t.Errorf("token counter %q, %v after the refusals; want 9007199254740991 (2^53-1), unchanged", got, err)
+	}
+	held, _, err := s.Owned(ctx)
+	if err != nil {
+		t.Fatalf("Owned after the refusals: %v; want the session alive", err)
+	}
+	if len(held) != 0 {
+		t.Errorf("the session holds %v after the refusals; want nothing", held)
+	}
+}
