@@ -472,7 +472,7 @@ func TestTwoProcesses(t *testing.T) {
 // BenchmarkTwoProcess measures fail-over between node processes on the
 // shared Redis with a 2 s lease: each iteration runs TestTwoProcesses's
 // scenario (runFailOver, which also checks that no two terms were valid at
-// once) on three fresh processes, about 4 s. Reported: the take-over time
+// once) on three fresh processes, about 3 s. Reported: the take-over time
 // after the leader's SIGKILL (from when it stopped running to the next
 // elected callback; about LeaseDuration, less the time since its last
 // renewal, which here is at most a renewal period) and the graceful
