@@ -254,9 +254,12 @@ func BenchmarkHandOff(b *testing.B) {
 // did); the log says why it failed.
 //
 // It takes many minutes, so it runs only when SIMBA_BENCH_SCALE is set (make
-// bench runs every benchmark). "1" tries leases 10k, 20k, 50k, 100k and nodes
-// 100, 1k, 3k, 10k; a spec such as "leases=10000,70000 nodes=100" tries
-// those sizes:
+// bench runs every benchmark). "1" tries leases 10k, 20k, 50k, 100k and
+// nodes 100, 1k, 3k, 10k (the limits depend on the machine and its load: on
+// this project's 2-core machines one run found leases failing at 100k,
+// another fine there); a spec such as "leases=10000,70000 nodes=100" tries
+// those sizes. A size stops at its first ended term, and one whose Close
+// does not return within closeWithin fails and is abandoned:
 //
 //	SIMBA_BENCH_SCALE=1 go test -run='^$' -bench=Scale -benchtime=1x -timeout=60m ./backends/redis/
 func BenchmarkScale(b *testing.B) {
@@ -311,6 +314,9 @@ func BenchmarkScale(b *testing.B) {
 						break
 					}
 					ok, best = n, r
+				}
+				if failed == 0 {
+					b.Logf("every size passed: try larger ones, e.g. SIMBA_BENCH_SCALE='%s=%d'", kind.name, 2*ok)
 				}
 			}
 			b.ReportMetric(float64(ok), kind.name+"-ok")
@@ -453,28 +459,55 @@ func scaleLeases(b *testing.B, client, admin *redis.Client, n int) (r scaleTry) 
 			b.Fatal(err)
 		}
 	}
+	// Wait for every lease, then watch; stop at the first ended term.
 	const acquireWithin = 5 * time.Minute
-	select {
-	case <-all:
-		r.add(time.Since(start).Seconds(), "s-to-acquire-all")
-		time.Sleep(watch)
-	case <-time.After(acquireWithin):
-		r.failure = fmt.Sprintf("%d of %d leases acquired within %v", elected.Load(), n, acquireWithin)
+	acquired, watchEnd := false, time.Time{}
+	tick := time.NewTicker(100 * time.Millisecond)
+	for r.failure == "" && (!acquired || time.Now().Before(watchEnd)) {
+		select {
+		case <-all:
+			all = nil
+			acquired, watchEnd = true, time.Now().Add(watch)
+			r.add(time.Since(start).Seconds(), "s-to-acquire-all")
+		case <-tick.C:
+		}
+		if ended, why := stats.endedTerms(); ended > 0 {
+			worst := stats.worst()
+			r.failure = fmt.Sprintf("%d terms ended %v after the start, %d of %d leases acquired by then (%s); worst renewal %v of the %v call timeout",
+				ended, time.Since(start).Round(time.Second), elected.Load(), n, why, worst.Round(time.Millisecond), cfg.RenewInterval)
+		} else if !acquired && time.Since(start) > acquireWithin {
+			r.failure = fmt.Sprintf("%d of %d leases acquired within %v", elected.Load(), n, acquireWithin)
+		}
 	}
-	worst := stats.worst()
-	r.add(float64(worst.Microseconds())/1e3, "worst-renewal-ms")
-	if ended, why := stats.endedTerms(); ended > 0 && r.failure == "" {
-		r.failure = fmt.Sprintf("%d of %d terms ended within %v of the start (%s); worst renewal %v of the %v call timeout",
-			ended, n, time.Since(start).Round(time.Second), why, worst.Round(time.Millisecond), cfg.RenewInterval)
-	}
-	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	tick.Stop()
+	r.add(float64(stats.worst().Microseconds())/1e3, "worst-renewal-ms")
 	start = time.Now()
-	if err := c.Close(closeCtx); err != nil {
-		b.Errorf("Close of a client with %d elections: %v", n, err)
+	if err := closeBounded(c); err != nil {
+		r.failure = strings.TrimPrefix(r.failure+"; ", "; ") + fmt.Sprintf("Close of a client with %d elections: %v", n, err)
+		return r
 	}
 	r.add(time.Since(start).Seconds(), "s-to-close")
 	return r
+}
+
+// closeWithin bounds each of BenchmarkScale's closes.
+const closeWithin = 3 * time.Minute
+
+// closeBounded closes c, giving up after closeWithin: Close's context
+// bounds only its wait for the hand-off order, not the engine's own work
+// (at 200k elections on one client, Close had not returned after about 20
+// minutes, its goroutines mostly waiting for the client's lock).
+func closeBounded(c *runtime.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeWithin)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Close(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(closeWithin + 10*time.Second):
+		return fmt.Errorf("still running after %v (abandoned)", closeWithin)
+	}
 }
 
 // scaleNodes: n clients (n sessions) contend for one lease; exactly one
@@ -492,11 +525,13 @@ func scaleNodes(b *testing.B, client, admin *redis.Client, n int) (r scaleTry) {
 	clients := make([]*runtime.Client, 0, n)
 	elections := make([]*runtime.Election, 0, n)
 	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
 		var wg sync.WaitGroup
 		for _, c := range clients {
-			wg.Go(func() { c.Close(closeCtx) })
+			wg.Go(func() {
+				if err := closeBounded(c); err != nil {
+					b.Logf("closing one of %d nodes: %v", n, err)
+				}
+			})
 		}
 		wg.Wait()
 	}()
