@@ -21,7 +21,6 @@ func TestAmnesiaRestartWithoutData(t *testing.T) {
 	admin := newClient(t, srv.addr)
 	p := newProxy(t, srv.addr)
 	isolated := newBackend(t, newClient(t, p.addr()), admin, WithMaxLease(testConfig.LeaseDuration))
-	waitGuard(t, isolated) // the server just booted
 	a := startNode(t, "a", isolated, "lease")
 	ta := a.waitElected(5 * time.Second)
 	b := startNode(t, "b", sameNamespace(t, isolated, newClient(t, srv.addr)), "lease")
@@ -70,7 +69,6 @@ func TestAmnesiaOlderSnapshot(t *testing.T) {
 	admin := newClient(t, srv.addr)
 	const maxLease = 1500 * time.Millisecond
 	b := newBackend(t, newClient(t, srv.addr), admin, WithMaxLease(maxLease))
-	waitGuard(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -161,7 +159,6 @@ func TestScriptFlushIsNotAmnesia(t *testing.T) {
 	srv := startRedis(t)
 	admin := newClient(t, srv.addr)
 	b := newBackend(t, newClient(t, srv.addr), admin, WithMaxLease(time.Second))
-	waitGuard(t, b)
 	ctx := context.Background()
 	s, _, err := b.OpenSession(ctx, time.Second)
 	if err != nil {

@@ -174,6 +174,11 @@ func (c *countCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 
 // S1, §12: every operation is one command, and a keep-alive stays one
 // command however many leases the session holds.
+//
+// A script is sent as EVALSHA, and as EVAL after a NOSCRIPT reply from a
+// Redis that has not run it yet (a fresh server, or after SCRIPT FLUSH): the
+// first call of each operation may cost two commands. So the sequence runs
+// once uncounted, which loads every script, and then once counted.
 func TestOneCommandPerCall(t *testing.T) {
 	addr, admin := sharedRedis(t)
 	client := newClient(t, addr)
@@ -181,41 +186,96 @@ func TestOneCommandPerCall(t *testing.T) {
 	client.AddHook(&calls)
 	b := newBackend(t, client, admin)
 	ctx := context.Background()
-	// Load the scripts first: a server that never ran them answers NOSCRIPT
-	// to each one's first call, which the backend follows with EVAL.
-	for _, sc := range []*script{scriptOpen, scriptKeepAlive, scriptOwned, scriptAcquire, scriptRelease,
-		scriptPutValue, scriptJoin, scriptLeave, scriptMembers, scriptClose, scriptCheck} {
-		if err := admin.ScriptLoad(ctx, sc.src).Err(); err != nil {
-			t.Fatalf("SCRIPT LOAD %s: %v", sc.name, err)
+	sequence := func(counted bool) {
+		t.Helper()
+		one := func(what string, f func() error) {
+			t.Helper()
+			before := calls.n.Load()
+			if err := f(); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if n := calls.n.Load() - before; counted && n != 1 {
+				t.Errorf("%s sent %d commands; want 1", what, n)
+			}
 		}
+		one("Check", func() error { return b.Check(ctx) })
+		var s backends.Session
+		one("OpenSession", func() (err error) { s, _, err = b.OpenSession(ctx, b.MaxLease()); return err })
+		defer s.Close(ctx)
+		one("Join", func() error { return s.Join(ctx, "group", 4) })
+		var tok backends.Token
+		for i := range 300 {
+			name := backends.PartitionName("lease", i)
+			one("Acquire", func() error { g, err := s.Acquire(ctx, name); tok = g.Token; return err })
+		}
+		one("KeepAlive with 300 leases", func() error { _, err := s.KeepAlive(ctx); return err })
+		one("PutValue", func() error { return s.PutValue(ctx, "lease.299", tok, []byte("v")) })
+		one("Release", func() error { return s.Release(ctx, "lease.299", tok) })
+		one("Owned", func() error { _, _, err := s.Owned(ctx); return err })
+		one("Members", func() error { _, err := s.Members(ctx, "group"); return err })
+		one("Leave", func() error { return s.Leave(ctx, "group") })
+		one("Close", func() error { return s.Close(ctx) })
 	}
-	if err := b.Check(ctx); err != nil { // and the client's connection set up
+	sequence(false) // loads the scripts
+	sequence(true)
+}
+
+// F5, §15: tokens stay below 2^53, the largest range in which Lua's numbers
+// (doubles) hold every integer. With the namespace's token counter set just
+// below it (behind the backend's back, by a raw client), the next grant gets
+// 2^53-1 exactly, and every grant after it is refused — with an error that
+// is not ErrLeaseHeld, since waiting does not help — leaving the counter,
+// the leases held and the session as they were.
+func TestTokensStayBelow2To53(t *testing.T) {
+	addr, admin := sharedRedis(t)
+	b := newBackend(t, newClient(t, addr), admin)
+	ctx := context.Background()
+	const maxToken = 1<<53 - 1
+	s, _, err := b.OpenSession(ctx, b.MaxLease())
+	if err != nil {
 		t.Fatal(err)
 	}
-	one := func(what string, f func() error) {
-		t.Helper()
-		before := calls.n.Load()
-		if err := f(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if n := calls.n.Load() - before; n != 1 {
-			t.Errorf("%s sent %d commands; want 1", what, n)
-		}
-	}
-	var s backends.Session
-	one("OpenSession", func() (err error) { s, _, err = b.OpenSession(ctx, 10*time.Second); return err })
 	defer s.Close(ctx)
-	one("Join", func() error { return s.Join(ctx, "group", 4) })
-	var tok backends.Token
-	for i := range 300 {
-		name := backends.PartitionName("lease", i)
-		one("Acquire", func() error { g, err := s.Acquire(ctx, name); tok = g.Token; return err })
+	if err := admin.HSet(ctx, b.keys.meta(), "token", maxToken-1).Err(); err != nil {
+		t.Fatal(err)
 	}
-	one("KeepAlive with 300 leases", func() error { _, err := s.KeepAlive(ctx); return err })
-	one("PutValue", func() error { return s.PutValue(ctx, "lease.299", tok, []byte("v")) })
-	one("Release", func() error { return s.Release(ctx, "lease.299", tok) })
-	one("Owned", func() error { _, _, err := s.Owned(ctx); return err })
-	one("Members", func() error { _, err := s.Members(ctx, "group"); return err })
-	one("Leave", func() error { return s.Leave(ctx, "group") })
-	one("Close", func() error { return s.Close(ctx) })
+
+	g, err := s.Acquire(ctx, "last")
+	if err != nil {
+		t.Fatalf("Acquire with the counter at 2^53-2: %v; want token 2^53-1", err)
+	}
+	if g.Token != maxToken {
+		t.Errorf("token %d with the counter at 2^53-2; want exactly 2^53-1 = %d", g.Token, int64(maxToken))
+	}
+	refused := func(name string) {
+		t.Helper()
+		g, err := s.Acquire(ctx, name)
+		switch {
+		case err == nil:
+			t.Errorf("Acquire(%q) with the counter at 2^53-1 granted token %d; want it refused (F5)", name, g.Token)
+		case errors.Is(err, backends.ErrLeaseHeld):
+			t.Errorf("Acquire(%q) with the counter at 2^53-1 = %v; want an error other than ErrLeaseHeld", name, err)
+		}
+	}
+	refused("next")
+	// A lease the session holds is granted again with its token (no new
+	// token needed); once released, it needs a new one.
+	if g2, err := s.Acquire(ctx, "last"); err != nil || g2.Token != maxToken {
+		t.Errorf("Acquire of a held lease = %d, %v; want its token %d", g2.Token, err, int64(maxToken))
+	}
+	if err := s.Release(ctx, "last", maxToken); err != nil {
+		t.Fatal(err)
+	}
+	refused("last")
+
+	if got, err := admin.HGet(ctx, b.keys.meta(), "token").Result(); err != nil || got != "9007199254740991" {
+		t.Errorf("token counter %q, %v after the refusals; want 9007199254740991 (2^53-1), unchanged", got, err)
+	}
+	held, _, err := s.Owned(ctx)
+	if err != nil {
+		t.Fatalf("Owned after the refusals: %v; want the session alive", err)
+	}
+	if len(held) != 0 {
+		t.Errorf("the session holds %v after the refusals; want nothing", held)
+	}
 }

@@ -173,11 +173,17 @@ func TestLateRenewalRevivesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _, err := other.OpenSession(ctx, 10*time.Second)
+	b, _, err := other.OpenSession(ctx, other.MaxLease())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close(ctx)
+	keepB := func() {
+		t.Helper()
+		if _, err := b.KeepAlive(ctx); err != nil {
+			t.Fatalf("KeepAlive of b: %v", err)
+		}
+	}
 
 	// Hold a's requests back for longer than its session lives.
 	name := "upstream-latency"
@@ -209,9 +215,11 @@ func TestLateRenewalRevivesNothing(t *testing.T) {
 		if time.Since(sent) > 1400*time.Millisecond {
 			t.Fatalf("b could not take the lease before a's late renewal arrived: %v", err)
 		}
+		keepB()
 		time.Sleep(20 * time.Millisecond)
 	}
 	res := <-keepAlive
+	keepB()
 	t.Logf("late keep-alive returned after %v: %v", time.Since(sent), res.err)
 	if !errors.Is(res.err, backends.ErrSessionExpired) {
 		t.Errorf("late KeepAlive = %+v, %v; want ErrSessionExpired (S3)", res.r, res.err)

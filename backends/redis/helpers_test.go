@@ -94,13 +94,21 @@ func uniquePrefix() string {
 	return "simbatest-" + hex.EncodeToString(b[:])
 }
 
-// newBackend returns a backend on client with a fresh prefix. When the test
-// ends it is closed and its keys are deleted (through admin, a client that
-// reaches Redis directly, since client may go through a cut proxy).
+// newBackend returns a backend on client with a fresh prefix, ready to grant
+// leases. When the test ends it is closed and its keys are deleted (through
+// admin, a client that reaches Redis directly, since client may go through a
+// cut proxy).
+//
+// Its MaxLease is testConfig's LeaseDuration unless opts say otherwise. A
+// new namespace on a Redis that booted less than MaxLease ago grants nothing
+// until then (the amnesia guard, SPEC §15), and CI starts Redis just before
+// the tests: with DefaultMaxLease (60 s) every test would time out waiting
+// for its first term. newBackend waits for the guard, so that no test
+// depends on how long Redis has been up.
 func newBackend(t testing.TB, client redis.UniversalClient, admin *redis.Client, opts ...Option) *Backend {
 	t.Helper()
 	prefix := uniquePrefix()
-	b, err := New(client, append([]Option{WithPrefix(prefix)}, opts...)...)
+	b, err := New(client, append([]Option{WithPrefix(prefix), WithMaxLease(testConfig.LeaseDuration)}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -108,6 +116,7 @@ func newBackend(t testing.TB, client redis.UniversalClient, admin *redis.Client,
 		b.Close()
 		deleteKeys(t, admin, b.keys)
 	})
+	waitGuard(t, b)
 	return b
 }
 
@@ -157,17 +166,40 @@ type redisServer struct {
 
 // startRedis starts a redis-server on a free loopback port, without
 // persistence unless a test asks for snapshots with SAVE (they go to a
-// private directory). It is stopped when the test ends.
+// private directory). It is stopped when the test ends. Without a
+// redis-server program the test is skipped, or fails where services are
+// required (see [servicesRequired]).
 func startRedis(t testing.TB) *redisServer {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		testservers.Redis(t) // skips, or fails where services are required
-		t.Skipf("redis-server not installed: %v", err)
+		if must, why := servicesRequired(); must {
+			t.Fatalf("redis-server is not installed (%v); %s requires it: install redis-server (`make services` does when it starts Redis)", err, why)
+		}
+		t.Skipf("redis-server is not installed (%v); install redis-server (`make services` does when it starts Redis)", err)
 	}
 	s := &redisServer{t: t, addr: freeAddr(t), dir: t.TempDir()}
 	s.start()
 	t.Cleanup(s.kill)
 	return s
+}
+
+// servicesRequired reports whether a missing server fails the test rather
+// than skipping it, and which variable says so: the rule of
+// internal/testservers (which `make test` and CI rely on), for the
+// redis-server program that testservers does not look for. Any value of
+// SIMBA_REQUIRE_SERVICES or CI other than a false one counts as true.
+func servicesRequired() (bool, string) {
+	for _, env := range []string{"SIMBA_REQUIRE_SERVICES", "CI"} {
+		v := strings.TrimSpace(os.Getenv(env))
+		if v == "" {
+			continue
+		}
+		if b, err := strconv.ParseBool(v); err == nil && !b {
+			continue
+		}
+		return true, env + "=" + v
+	}
+	return false, ""
 }
 
 func freeAddr(t testing.TB) string {
