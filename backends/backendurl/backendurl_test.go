@@ -4,9 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/backends/memory"
 	simbaredis "github.com/simba-go/simba/backends/redis"
@@ -78,7 +75,10 @@ func TestOpenRedis(t *testing.T) {
 	addr := testservers.Redis(t)
 	// Database 13, the test's own: the default namespace in database 0 may
 	// be a running example's (README), and examples/ledger's test uses 14.
-	freshNamespace(t, addr, 13)
+	// A namespace written by another version of the backend, left by
+	// another checkout on this shared server, makes Open fail with
+	// simbaredis.ErrLayout, as it should; start from none.
+	testservers.ClearRedis(t, addr, 13, "{"+simbaredis.DefaultPrefix+"}:*")
 	b, c, err := Open(context.Background(), "redis://"+addr+"/13")
 	if err != nil {
 		t.Fatal(err)
@@ -93,32 +93,4 @@ func TestOpenRedis(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("Open of an unreachable Redis with a password = %v; want an error without the password", err)
 	}
-}
-
-// freshNamespace deletes the keys of the Redis backend's default namespace in
-// database db, before the test and after it. The server is shared with other
-// checkouts of this module, and a namespace written by another version of the
-// backend makes Open fail with simbaredis.ErrLayout, as it should.
-func freshNamespace(t *testing.T, addr string, db int) {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, DB: db})
-	clear := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		var keys []string
-		iter := c.Scan(ctx, 0, "{"+simbaredis.DefaultPrefix+"}:*", 1000).Iterator()
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			t.Fatalf("scanning the default namespace: %v", err)
-		}
-		if len(keys) > 0 {
-			if err := c.Del(ctx, keys...).Err(); err != nil {
-				t.Fatalf("deleting the default namespace: %v", err)
-			}
-		}
-	}
-	clear()
-	t.Cleanup(func() { clear(); c.Close() })
 }

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	simbaredis "github.com/simba-go/simba/backends/redis"
 	"github.com/simba-go/simba/examples/internal/cluster"
@@ -27,7 +24,10 @@ func TestRun(t *testing.T) {
 		// example's own.
 		{"redis", func(t *testing.T) string {
 			addr := testservers.Redis(t)
-			freshNamespace(t, addr, 14)
+			// A namespace written by another version of the backend, left by
+			// another checkout on this shared server, makes Open fail with
+			// simbaredis.ErrLayout, as it should; start from none.
+			testservers.ClearRedis(t, addr, 14, "{"+simbaredis.DefaultPrefix+"}:*")
 			return "redis://" + addr + "/14"
 		}},
 	} {
@@ -49,32 +49,4 @@ func TestRun(t *testing.T) {
 			}
 		})
 	}
-}
-
-// freshNamespace deletes the keys of the Redis backend's default namespace in
-// database db, before the test and after it. The server is shared with other
-// checkouts of this module, and a namespace written by another version of the
-// backend makes Open fail with simbaredis.ErrLayout, as it should.
-func freshNamespace(t *testing.T, addr string, db int) {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, DB: db})
-	clear := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		var keys []string
-		iter := c.Scan(ctx, 0, "{"+simbaredis.DefaultPrefix+"}:*", 1000).Iterator()
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			t.Fatalf("scanning the default namespace: %v", err)
-		}
-		if len(keys) > 0 {
-			if err := c.Del(ctx, keys...).Err(); err != nil {
-				t.Fatalf("deleting the default namespace: %v", err)
-			}
-		}
-	}
-	clear()
-	t.Cleanup(func() { clear(); c.Close() })
 }
