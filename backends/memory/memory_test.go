@@ -404,6 +404,46 @@ func TestWatchExpiry(t *testing.T) {
 	})
 }
 
+// A session's own release, or its close, wakes the watches of other
+// sessions but not its own: it tells the releasing session nothing new (the
+// Redis backend behaves the same).
+func TestOwnReleasesDoNotWakeOwnWatches(t *testing.T) {
+	ctx := t.Context()
+	s := memory.New()
+	a, _ := open(t, s, time.Minute)
+	b, _ := open(t, s, time.Minute)
+	var byA, byB atomic.Int64
+	defer a.(backends.Notifier).Watch("x", func() { byA.Add(1) })()
+	defer b.(backends.Notifier).Watch("x", func() { byB.Add(1) })()
+	cycle := func(s backends.Session) {
+		t.Helper()
+		g, err := s.Acquire(ctx, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(ctx, "x", g.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle(a)
+	if byA.Load() != 0 || byB.Load() != 1 {
+		t.Errorf("a released x: a's watch called %d times, b's %d; want 0 and 1", byA.Load(), byB.Load())
+	}
+	cycle(b)
+	if byA.Load() != 1 || byB.Load() != 1 {
+		t.Errorf("b released x: a's watch called %d times, b's %d; want 1 and 1", byA.Load(), byB.Load())
+	}
+	if _, err := a.Acquire(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if byB.Load() != 2 {
+		t.Errorf("a closed holding x: b's watch called %d times in all; want 2", byB.Load())
+	}
+}
+
 // After stop returns, fn is never called again: stop waits for a call in
 // progress on another goroutine; stop is idempotent.
 func TestWatchStopWaitsForCall(t *testing.T) {

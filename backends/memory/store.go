@@ -50,9 +50,9 @@ type Store struct {
 	// a restart (and are woken by it).
 	watches watch.Registry
 
-	// pending holds the names whose watches to wake once mu is released;
-	// pendingAll, that every watch is to be woken.
-	pending    []string
+	// pending holds the releases whose watches to wake once mu is
+	// released; pendingAll, that every watch is to be woken.
+	pending    []release
 	pendingAll bool
 }
 
@@ -220,7 +220,16 @@ func (s *Store) unlock() {
 		s.watches.FireAll()
 		return
 	}
-	s.watches.Fire(pending...)
+	for _, r := range pending {
+		s.watches.FireFrom(string(r.from), r.name)
+	}
+}
+
+// release is a lease name freed, and the session that held it: its own
+// watches are not woken (a session's release tells it nothing new).
+type release struct {
+	from backends.SessionID
+	name string
 }
 
 // call runs op as one round trip to the store: it counts the call, applies the
@@ -337,7 +346,7 @@ func (s *Store) digest(rec *sessionRec) backends.Digest {
 // Called with mu held.
 func (s *Store) endSession(rec *sessionRec) {
 	for name := range rec.owned {
-		s.dropLease(name)
+		s.dropLease(rec.id, name)
 	}
 	rec.owned = nil
 	for name, gr := range rec.groups {
@@ -348,12 +357,13 @@ func (s *Store) endSession(rec *sessionRec) {
 }
 
 // dropLease deletes the lease record of name (keeping its value), bumps the
-// epoch of a group it is a partition of, and wakes its watchers. The caller
-// updates the holder's owned set. Called with mu held.
-func (s *Store) dropLease(name string) {
+// epoch of a group it is a partition of, and wakes the watchers of sessions
+// other than its holder, from. The caller updates the holder's owned set.
+// Called with mu held.
+func (s *Store) dropLease(from backends.SessionID, name string) {
 	delete(s.leases, name)
 	s.touchPartition(name)
-	s.pending = append(s.pending, name)
+	s.pending = append(s.pending, release{from, name})
 }
 
 // touchPartition bumps the epoch of the group whose partition name is, if

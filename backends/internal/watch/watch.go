@@ -70,18 +70,6 @@ func (r *Registry) AddFor(owner, name string, fn func()) (stop func()) {
 	}
 }
 
-// Fire calls the watches of each name given, one after another, on the
-// caller's goroutine.
-func (r *Registry) Fire(names ...string) {
-	r.fire(func(yield func(*entry)) {
-		for _, name := range names {
-			for e := range r.byName[name] {
-				yield(e)
-			}
-		}
-	})
-}
-
 // FireFrom calls the watches of name after session from released it, except
 // from's own: a session's release tells it nothing new. An empty from skips
 // none.

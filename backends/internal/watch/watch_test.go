@@ -12,10 +12,10 @@ func TestFireAndStop(t *testing.T) {
 	var a, b atomic.Int32
 	stopA := r.Add("x", func() { a.Add(1) })
 	r.Add("y", func() { b.Add(1) })
-	r.Fire("x")
-	r.Fire("z")
+	r.FireFrom("", "x")
+	r.FireFrom("", "z")
 	if a.Load() != 1 || b.Load() != 0 {
-		t.Fatalf("after Fire(x): a=%d b=%d, want 1 0", a.Load(), b.Load())
+		t.Fatalf("after x fired: a=%d b=%d, want 1 0", a.Load(), b.Load())
 	}
 	r.FireAll()
 	if a.Load() != 2 || b.Load() != 1 {
@@ -23,7 +23,7 @@ func TestFireAndStop(t *testing.T) {
 	}
 	stopA()
 	stopA() // twice is fine
-	r.Fire("x")
+	r.FireFrom("", "x")
 	if a.Load() != 2 || r.Len() != 1 {
 		t.Fatalf("after stop: a=%d, %d names watched; want 2 and 1", a.Load(), r.Len())
 	}
@@ -68,7 +68,7 @@ func TestStopWaitsAndCallsDoNotOverlap(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 20 {
-				r.Fire("x")
+				r.FireFrom("", "x")
 			}
 		})
 	}
