@@ -125,7 +125,6 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	client := redis.NewClient(opts)
 	b.Cleanup(func() { client.Close() })
 	bk := newBackend(b, client, admin, WithMaxLease(3*time.Second))
-	waitGuard(b, bk)
 	ctx := context.Background()
 	s, _, err := bk.OpenSession(ctx, time.Minute)
 	if err != nil {

@@ -24,9 +24,7 @@ func TestAmnesiaEveryNamespace(t *testing.T) {
 	const maxLease = 1500 * time.Millisecond
 	client := newClient(t, srv.addr)
 	nsA := newBackend(t, client, admin, WithMaxLease(maxLease))
-	nsB := newBackend(t, client, admin, WithMaxLease(maxLease))
-	waitGuard(t, nsA)
-	waitGuard(t, nsB)
+	nsB := newBackend(t, client, admin, WithMaxLease(maxLease)) // each waits for its guard
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

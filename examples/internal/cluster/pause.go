@@ -119,12 +119,10 @@ func (s gatedSession) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 }
 
 func (s gatedSession) Owned(ctx context.Context) ([]backends.Held, backends.Digest, error) {
-	var d backends.Digest
-	held, err := through(ctx, s.g, func() (h []backends.Held, err error) {
-		h, d, err = s.s.Owned(ctx)
-		return h, err
-	})
-	return held, d, err
+	if err := s.g.pass(ctx); err != nil {
+		return nil, backends.Digest{}, err
+	}
+	return s.s.Owned(ctx)
 }
 
 func (s gatedSession) Acquire(ctx context.Context, name string) (backends.Grant, error) {
