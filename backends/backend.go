@@ -27,15 +27,29 @@ type SessionID string
 // redis.UniversalClient) never closes that client. Backends that own
 // resources also implement io.Closer.
 type Backend interface {
-	// OpenSession opens a new session that the store expires ttl after its
-	// last renewal. The store may grant less than ttl (ZooKeeper clamps it to
-	// its maxSessionTimeout; a store with an amnesia guard clamps it to its
-	// configured maximum); the reply says what was granted, measured by the
-	// store (SPEC C2).
+	// OpenSession opens a new session that the store expires opts.TTL after
+	// its last renewal, recording opts.Identity with it. The store may grant
+	// less than the TTL asked (ZooKeeper clamps it to its maxSessionTimeout;
+	// a store with an amnesia guard clamps it to its configured maximum); the
+	// reply says what was granted, measured by the store (C2). A TTL ≤ 0 or
+	// an identity that breaks [ValidateIdentity] is an error.
 	//
 	// The context bounds the call; its cancellation after the store opened
 	// the session may leave a session that expires on its own.
-	OpenSession(ctx context.Context, ttl time.Duration) (Session, Renewal, error)
+	OpenSession(ctx context.Context, opts SessionOptions) (Session, Renewal, error)
+}
+
+// SessionOptions are the arguments of [Backend.OpenSession].
+type SessionOptions struct {
+	// TTL is how long the store keeps the session after its last renewal.
+	TTL time.Duration
+
+	// Identity names the node that owns the session, for people: a host and
+	// process, a pod name. The store records it with the session and reports
+	// it as the holder of the session's leases ([Session.Holder],
+	// [HeldError], [Inspector]). It need not be unique; the session id is.
+	// Empty means none. See [ValidateIdentity].
+	Identity string
 }
 
 // Session is one node's session in a store. Its methods are safe for
@@ -65,17 +79,24 @@ type Session interface {
 	// Acquire takes the lease name for this session if it is free, with a new
 	// token greater than every token ever issued for that name. If this
 	// session already holds it, Acquire is idempotent and returns the same
-	// token. If another live session holds it, or the store is within its
-	// amnesia guard (SPEC §15), it returns an error wrapping [ErrLeaseHeld]
-	// (and, for the guard, [ErrRecovering] too).
-	// The grant carries the value last stored with [Session.PutValue] for
-	// this name, by any session.
+	// token. If another live session holds it, it returns a *[HeldError]
+	// (which wraps [ErrLeaseHeld]) describing the holder; if the store is
+	// within its amnesia guard (§15), an error wrapping [ErrRecovering] and
+	// [ErrLeaseHeld]. The grant carries the value last stored with
+	// [Session.PutValue] for this name, by any session, and the session's
+	// digest right after the acquisition.
 	Acquire(ctx context.Context, name string) (Grant, error)
 
 	// Release gives up the lease name if, and only if, this session holds it
-	// with this token; otherwise it does nothing and returns nil (SPEC T5).
-	// A release wakes the watchers of the name (see [Notifier]).
-	Release(ctx context.Context, name string, token Token) error
+	// with this token; otherwise it does nothing (T5). It returns the
+	// session's digest right after the call. A release wakes the watchers
+	// of the name (see [Notifier]) of other sessions.
+	Release(ctx context.Context, name string, token Token) (Digest, error)
+
+	// Holder returns who holds the lease name, as of one instant: the
+	// zero Holder if it is free. Any session may ask about any name; a
+	// lease held by a session that has expired counts as free.
+	Holder(ctx context.Context, name string) (Holder, error)
 
 	// PutValue stores a small value beside the lease record of name. It
 	// succeeds only if this session holds name with this token, and returns
@@ -132,8 +153,11 @@ type Digest struct {
 	// Leases is the number of leases the session holds.
 	Leases int
 
-	// Version changes whenever the set of leases the session holds changes,
-	// whoever changed it.
+	// Version increases by exactly one with each change of the set of
+	// leases the session holds (one lease acquired or released), whoever
+	// made it, and never otherwise. The engine uses it to tell its own
+	// change, reported in the reply to [Session.Acquire] or
+	// [Session.Release], from one it did not make.
 	Version uint64
 
 	// Groups changes whenever the members of a group the session has joined
@@ -156,7 +180,33 @@ type Grant struct {
 	// Value is the value last stored for this lease name with
 	// [Session.PutValue], or nil if none was ever stored.
 	Value []byte
+
+	// Digest is the session's digest right after the acquisition.
+	Digest Digest
 }
+
+// Holder describes the holder of a lease, as reported by [Session.Holder]
+// and [HeldError]. The zero Holder means the lease is free.
+type Holder struct {
+	// Session is the holding session's id, or "" if the lease is free.
+	Session SessionID
+
+	// Identity is the identity the holding session was opened with
+	// ([SessionOptions.Identity]), or "" if none.
+	Identity string
+
+	// Token is the holder's fencing token.
+	Token Token
+
+	// Remaining is how long the holding session has left unless it is
+	// renewed, as the store measured it when it handled the call; 0 if the
+	// store does not measure it (ZooKeeper). A candidate may try again at
+	// that moment instead of waiting for its next attempt.
+	Remaining time.Duration
+}
+
+// Free reports whether h describes a free lease.
+func (h Holder) Free() bool { return h.Session == "" }
 
 // GroupView is the reply to [Session.Members].
 type GroupView struct {

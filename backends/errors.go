@@ -1,6 +1,9 @@
 package backends
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+)
 
 // Sentinel errors. Backends return them wrapped (fmt.Errorf("...: %w", ErrX))
 // so that callers test them with errors.Is. Any error that wraps none of them
@@ -11,9 +14,9 @@ var (
 	// expired session never comes back (SPEC S3).
 	ErrSessionExpired = errors.New("simba: session expired")
 
-	// ErrLeaseHeld reports that another live session holds the lease, or
-	// that the store is within its amnesia guard and may not grant it yet
-	// (SPEC §15).
+	// ErrLeaseHeld reports that another live session holds the lease (the
+	// error is then a *HeldError, which names the holder), or that the
+	// store is within its amnesia guard and may not grant it yet (§15).
 	ErrLeaseHeld = errors.New("simba: lease held by another session")
 
 	// ErrRecovering reports that the store lost its state (a restart
@@ -38,9 +41,13 @@ var (
 	// answer in time. Backends wrap the driver's error together with it.
 	ErrUnavailable = errors.New("simba: store unavailable")
 
-	// ErrInvalidName reports a lease or group name that breaks SPEC T1; the
+	// ErrInvalidName reports a lease or group name that breaks T1; the
 	// error is a *NameError.
 	ErrInvalidName = errors.New("simba: invalid name")
+
+	// ErrInvalidIdentity reports a session identity that breaks
+	// ValidateIdentity.
+	ErrInvalidIdentity = errors.New("simba: invalid identity")
 
 	// ErrInvalidGroup reports a partition count out of range.
 	ErrInvalidGroup = errors.New("simba: invalid group")
@@ -48,3 +55,24 @@ var (
 	// ErrClosed reports a call on a Backend that was closed.
 	ErrClosed = errors.New("simba: backend closed")
 )
+
+// HeldError is the error of an [Session.Acquire] refused because another
+// live session holds the lease. It matches [ErrLeaseHeld] with errors.Is.
+type HeldError struct {
+	Name   string // the lease name
+	Holder Holder // its holder, as the store saw it when it refused
+}
+
+// Error implements error.
+func (e *HeldError) Error() string {
+	who := string(e.Holder.Session)
+	if e.Holder.Identity != "" {
+		who = e.Holder.Identity + " (session " + who + ")"
+	} else {
+		who = "session " + who
+	}
+	return "lease " + strconv.Quote(e.Name) + " is held by " + who
+}
+
+// Is reports whether target is [ErrLeaseHeld].
+func (e *HeldError) Is(target error) bool { return target == ErrLeaseHeld }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -96,6 +97,30 @@ func ValidateGroup(group string, partitions int) error {
 		return &NameError{Name: group, Reason: fmt.Sprintf(
 			"group name too long for %d partitions: partition lease %q is %d bytes; want at most %d",
 			partitions, last, len(last), MaxNameLen)}
+	}
+	return nil
+}
+
+// MaxIdentityLen is the longest session identity, in bytes.
+const MaxIdentityLen = 256
+
+// ValidateIdentity reports whether id is a valid session identity
+// ([SessionOptions.Identity]): at most [MaxIdentityLen] bytes of UTF-8 with
+// no control characters, so that it prints on one line of a status table and
+// fits a ZooKeeper node, a Redis hash field and a SQL column alike. The empty
+// identity is valid (none). It returns nil or an error wrapping
+// [ErrInvalidIdentity] that says what is wrong.
+func ValidateIdentity(id string) error {
+	if len(id) > MaxIdentityLen {
+		return fmt.Errorf("%w %.40q…: %d bytes long; want at most %d", ErrInvalidIdentity, id, len(id), MaxIdentityLen)
+	}
+	if !utf8.ValidString(id) {
+		return fmt.Errorf("%w %q: not valid UTF-8", ErrInvalidIdentity, id)
+	}
+	for i, r := range id {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w %q: control character %U at byte %d; want printable text", ErrInvalidIdentity, id, r, i)
+		}
 	}
 	return nil
 }

@@ -35,3 +35,64 @@ type StoreClock interface {
 	// StoreTime returns the store's wall clock, read in one round trip.
 	StoreTime(ctx context.Context) (time.Time, error)
 }
+
+// Inspector is implemented by backends that can list what their store holds,
+// for status tools such as the simba command. It is read-only: it opens no
+// session and changes nothing. It is not for the engine, and its cost may
+// grow with what the store holds (it reads in bounded pages where the store
+// allows, so that no single read blocks the store for long).
+type Inspector interface {
+	// Inspect returns the sessions, held leases and groups of the store,
+	// each sorted by id or name. The lists are read close together but need
+	// not be one snapshot: a lease may name a session that ended between
+	// the reads.
+	Inspect(ctx context.Context) (Inventory, error)
+}
+
+// Inventory is the reply to [Inspector.Inspect].
+type Inventory struct {
+	// StoreTime is the store's clock when it was read, or the zero Time if
+	// the store has none.
+	StoreTime time.Time
+
+	// Sessions are the live sessions, sorted by id.
+	Sessions []SessionInfo
+
+	// Leases are the held leases, sorted by name.
+	Leases []LeaseInfo
+
+	// Groups are the groups with members, sorted by name.
+	Groups []GroupInfo
+}
+
+// SessionInfo describes one live session in an [Inventory].
+type SessionInfo struct {
+	ID       SessionID
+	Identity string // as given to OpenSession
+
+	// Remaining is the session's time left unless renewed, as the store
+	// measured it; 0 if the store does not measure it (ZooKeeper).
+	Remaining time.Duration
+
+	// Leases is the number of leases the session holds.
+	Leases int
+}
+
+// LeaseInfo describes one held lease in an [Inventory].
+type LeaseInfo struct {
+	Name     string
+	Session  SessionID // the holder
+	Identity string    // the holder's identity
+	Token    Token
+
+	// Value is the value stored with [Session.PutValue] for the name, or
+	// nil (a schedule records its last completed slot there).
+	Value []byte
+}
+
+// GroupInfo describes one group with members in an [Inventory].
+type GroupInfo struct {
+	Name       string
+	Partitions int
+	Members    []SessionID // sorted
+}

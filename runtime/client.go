@@ -26,6 +26,7 @@ type Client struct {
 	logger   *slog.Logger
 	observer Observer
 	exec     func(func()) error
+	identity string
 	epoch    time.Time
 
 	mu       sync.Mutex
@@ -38,9 +39,10 @@ type Client struct {
 	shutdown bool
 	quit     chan struct{} // closed when the machine has closed
 
-	notes  notes
-	events *serialQueue
-	wg     sync.WaitGroup // our goroutines: the loop, backend calls, callbacks, events
+	notes         notes
+	holderWatches holderWatches
+	events        *serialQueue
+	wg            sync.WaitGroup // our goroutines: the loop, backend calls, callbacks, events
 }
 
 // Option configures a Client.
@@ -52,6 +54,9 @@ type options struct {
 	exec     func(func()) error
 	seed     uint64
 	seeded   bool
+
+	identity    string
+	identitySet bool
 }
 
 // WithLogger sets the logger for the client's structured logs. The default
@@ -92,6 +97,12 @@ func NewClient(b backends.Backend, cfg Config, opts ...Option) (*Client, error) 
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
+	if !o.identitySet {
+		o.identity = DefaultIdentity()
+	}
+	if err := backends.ValidateIdentity(o.identity); err != nil {
+		return nil, fmt.Errorf("simba: NewClient: WithIdentity: %w", err)
+	}
 	if !o.seeded {
 		var b [8]byte
 		_, _ = crand.Read(b[:])
@@ -103,6 +114,7 @@ func NewClient(b backends.Backend, cfg Config, opts ...Option) (*Client, error) 
 		logger:   o.logger,
 		observer: o.observer,
 		exec:     o.exec,
+		identity: o.identity,
 		epoch:    time.Now(),
 		sessions: make(map[uint64]backends.Session),
 		watches:  make(map[uint64]map[string]func()),
@@ -239,7 +251,7 @@ func (c *Client) call(req request, s backends.Session) {
 	var opened backends.Session
 	switch req.kind {
 	case reqOpen:
-		opened, res.renewal, res.err = c.backend.OpenSession(ctx, req.ttl)
+		opened, res.renewal, res.err = c.backend.OpenSession(ctx, backends.SessionOptions{TTL: req.ttl, Identity: c.identity})
 		if res.err == nil {
 			res.session = opened.ID()
 		}
@@ -250,7 +262,7 @@ func (c *Client) call(req request, s backends.Session) {
 	case reqAcquire:
 		res.grant, res.err = s.Acquire(ctx, req.name)
 	case reqRelease:
-		res.err = s.Release(ctx, req.name, req.token)
+		res.digest, res.err = s.Release(ctx, req.name, req.token)
 	case reqClose:
 		res.err = s.Close(ctx)
 	case reqPutValue:
@@ -280,6 +292,9 @@ func (c *Client) call(req request, s backends.Session) {
 // deliver hands an event to the log and the observer, on the event queue.
 func (c *Client) deliver(e Event) {
 	logEvent(c.logger, e)
+	if e.Kind == EventElected || e.Kind == EventRevoked {
+		c.holderWatches.wake(e.Name)
+	}
 	if c.observer == nil {
 		return
 	}

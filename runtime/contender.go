@@ -144,8 +144,12 @@ func (m *machine) acquireDone(p *pendingReq, res result) {
 	}
 	wanted := !p.abandoned && !c.removed && c.phase == phCandidate && c.op == nil
 	s, live := m.current(p.req.gen)
+	retry := m.now + m.cfg.RenewInterval/2 + m.jitter()
 	switch {
 	case res.err == nil:
+		if live {
+			m.ownChange(s, res.grant.Digest)
+		}
 		// A3: adopt only the current attempt's reply, before the deadline
 		// (advance ended the session otherwise), with a token above every
 		// token this session released for the name.
@@ -160,6 +164,15 @@ func (m *machine) acquireDone(p *pendingReq, res result) {
 	case errors.Is(res.err, ErrLeaseHeld):
 		if errors.Is(res.err, backends.ErrRecovering) {
 			m.event(Event{Kind: EventBackendError, Name: c.name, Err: res.err})
+		}
+		// The store measured when the holder's session ends unless it is
+		// renewed: try again then, rather than up to a retry interval later
+		// (a crashed holder is not renewed). The remaining time was measured
+		// when the store handled the call, before now; allow for Drift.
+		var he *backends.HeldError
+		if errors.As(res.err, &he) && he.Holder.Remaining > 0 {
+			wait := time.Duration(float64(he.Holder.Remaining)*(1+m.cfg.Drift)) + time.Millisecond
+			retry = min(retry, m.now+wait)
 		}
 	case errors.Is(res.err, backends.ErrSessionExpired):
 		if live {
@@ -180,7 +193,7 @@ func (m *machine) acquireDone(p *pendingReq, res result) {
 	// A release notified while this attempt was in flight may have come
 	// after the store refused it: then try again at once (A1).
 	if !c.notified {
-		c.retryAt = m.now + m.cfg.RenewInterval/2 + m.jitter()
+		c.retryAt = retry
 	}
 	c.notified = false
 	m.wake(c)
@@ -300,12 +313,14 @@ func (m *machine) release(c *contender) {
 }
 
 func (m *machine) releaseDone(p *pendingReq, res result) {
+	if s, live := m.current(p.req.gen); live && res.err == nil {
+		m.ownChange(s, res.digest)
+	}
 	if res.err != nil {
 		if s, live := m.current(p.req.gen); live {
-			// The lease may still be ours in the store: forget the expected
-			// digest, so that the next renewal re-reads the list and
-			// releases what nobody here holds.
-			s.digest.Version = ^s.digest.Version
+			// The lease may still be ours in the store: the next renewal
+			// re-reads the list and releases what nobody here holds.
+			s.recheck = true
 			m.event(Event{Kind: EventBackendError, Name: p.req.name, Err: res.err})
 		}
 	}

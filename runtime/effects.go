@@ -78,7 +78,7 @@ type result struct {
 	renewal backends.Renewal   // reqOpen, reqKeepAlive
 	grant   backends.Grant     // reqAcquire
 	held    []backends.Held    // reqOwned
-	digest  backends.Digest    // reqOwned
+	digest  backends.Digest    // reqOwned, reqRelease
 	view    backends.GroupView // reqMembers
 	err     error
 }

@@ -18,8 +18,8 @@ import (
 // check what the engine itself adds to the error.
 type terse struct{ backends.Backend }
 
-func (b terse) OpenSession(ctx context.Context, ttl time.Duration) (backends.Session, backends.Renewal, error) {
-	s, r, err := b.Backend.OpenSession(ctx, ttl)
+func (b terse) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
+	s, r, err := b.Backend.OpenSession(ctx, opts)
 	if err != nil {
 		return nil, r, err
 	}

@@ -333,7 +333,7 @@ func (r *groupRig) holders() []string {
 func (r *groupRig) view() backends.GroupView {
 	r.t.Helper()
 	ctx := context.Background()
-	s, _, err := r.store.OpenSession(ctx, time.Second)
+	s, _, err := r.store.OpenSession(ctx, backends.SessionOptions{TTL: time.Second})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -64,9 +64,13 @@ type session struct {
 	period   time.Duration // current renewal period (RenewInterval, or less by C2)
 	short    bool          // SessionLeaseShortened already published
 	renewAt  mono
-	kaReq    uint64 // in-flight keep-alive, 0 if none
-	ownedReq uint64 // in-flight Owned read, 0 if none
-	digest   backends.Digest
+	kaReq    uint64          // in-flight keep-alive, 0 if none
+	ownedReq uint64          // in-flight Owned read, 0 if none
+	digest   backends.Digest // what the session owns, as far as the engine knows
+	recheck  bool            // read Owned at the next renewal, whatever its digest
+	changing int             // acquisitions and releases in flight
+	deferred bool            // a renewal's digest, seen, awaits their replies
+	seen     backends.Digest
 	released map[string]Token // highest token released per name (A3)
 
 	storeTime   time.Time // store clock at the last renewal, if any
@@ -148,6 +152,11 @@ func (m *machine) send(req request, p *pendingReq) uint64 {
 	req.id = m.reqSeq
 	p.req, p.sentAt = req, m.now
 	m.pending[req.id] = p
+	if req.kind == reqAcquire || req.kind == reqRelease {
+		if s, ok := m.current(req.gen); ok {
+			s.changing++
+		}
+	}
 	m.emit(effect{kind: effSend, req: req})
 	return req.id
 }
@@ -258,6 +267,9 @@ func (m *machine) done(now mono, id uint64, res result) {
 		return
 	}
 	delete(m.pending, id)
+	if k := p.req.kind; k == reqAcquire || k == reqRelease {
+		defer m.changeDone(p.req.gen)
+	}
 	switch p.req.kind {
 	case reqOpen:
 		m.openDone(p, res)
@@ -368,9 +380,7 @@ func (m *machine) keepAliveDone(p *pendingReq, res result) {
 		m.event(Event{Kind: EventSessionRenewed, Session: s.id, Duration: m.now - p.sentAt})
 		m.setState(Live, nil)
 		d := res.renewal.Digest
-		if (d.Leases != s.digest.Leases || d.Version != s.digest.Version) && s.ownedReq == 0 {
-			s.ownedReq = m.send(request{kind: reqOwned, gen: s.gen, timeout: s.period}, &pendingReq{seq: m.adoptSeq})
-		}
+		m.checkDigest(s, d) // T4
 		if d.Groups != s.digest.Groups {
 			s.digest.Groups = d.Groups
 			m.refreshGroups()
@@ -389,6 +399,50 @@ func (m *machine) keepAliveDone(p *pendingReq, res result) {
 		} else {
 			s.renewAt = 0 // no retry fits: the deadline ends the session
 		}
+	}
+}
+
+// checkDigest compares a renewal's digest d with what the engine expects
+// the session to own, and reads the list (Owned) unless d is the one
+// expected, or an older one (a reply of ours that the store handled later
+// overtook it: versions only grow). While acquisitions or releases of ours
+// are in flight, their replies may yet explain a newer d: the check waits
+// for them (changeDone).
+func (m *machine) checkDigest(s *session, d backends.Digest) {
+	newer := d.Version > s.digest.Version || d.Version == s.digest.Version && d.Leases != s.digest.Leases
+	switch {
+	case s.ownedReq != 0:
+	case s.changing > 0 && newer:
+		s.seen, s.deferred = d, true
+	case newer || s.recheck:
+		s.recheck, s.deferred = false, false
+		s.ownedReq = m.send(request{kind: reqOwned, gen: s.gen, timeout: s.period}, &pendingReq{seq: m.adoptSeq})
+	}
+}
+
+// changeDone notes that an acquisition or release of session gen was
+// answered, and makes the check a renewal deferred for it.
+func (m *machine) changeDone(gen uint64) {
+	s, ok := m.current(gen)
+	if !ok {
+		return
+	}
+	s.changing--
+	if s.changing == 0 && s.deferred {
+		s.deferred = false
+		m.checkDigest(s, s.seen)
+	}
+}
+
+// ownChange follows a change this session made, from the digest its reply
+// carried (an acquire's or a release's): if the store's version is one above
+// the one expected, the change was this call's alone, and the expected digest
+// moves with it, so the next keep-alive needs no Owned read. Anything else —
+// replies overtaking each other, a change someone else made, a lost reply —
+// leaves the expectation, and the next keep-alive's digest tells (S1, T4).
+func (m *machine) ownChange(s *session, d backends.Digest) {
+	if s.ownedReq == 0 && d.Version == s.digest.Version+1 {
+		s.digest.Leases, s.digest.Version = d.Leases, d.Version
 	}
 }
 

@@ -740,7 +740,7 @@ func TestScheduleRecordsCompletedSlot(t *testing.T) {
 				}
 
 				ctx := context.Background()
-				s, _, err := store.OpenSession(ctx, time.Second)
+				s, _, err := store.OpenSession(ctx, backends.SessionOptions{TTL: time.Second})
 				if err != nil {
 					t.Fatal(err)
 				}

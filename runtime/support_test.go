@@ -51,8 +51,17 @@ func closeClient(t *testing.T, c *runtime.Client) {
 type link struct {
 	backends.Backend
 	mu     sync.Mutex
-	cut    chan struct{} // non-nil while cut; closed at heal
-	frozen chan struct{} // non-nil while frozen; closed at thaw
+	cut    chan struct{}    // non-nil while cut; closed at heal
+	frozen chan struct{}    // non-nil while frozen; closed at thaw
+	last   backends.Session // the store's handle of the last session opened
+}
+
+// lastSession returns the store's handle of the last session opened through
+// l, bypassing the link.
+func (l *link) lastSession() backends.Session {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
 }
 
 func newLink(b backends.Backend) *link { return &link{Backend: b} }
@@ -119,14 +128,17 @@ func (l *link) pass(ctx context.Context) error {
 	return fmt.Errorf("link cut: %w (%w)", backends.ErrUnavailable, ctx.Err())
 }
 
-func (l *link) OpenSession(ctx context.Context, ttl time.Duration) (backends.Session, backends.Renewal, error) {
+func (l *link) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
 	if err := l.pass(ctx); err != nil {
 		return nil, backends.Renewal{}, err
 	}
-	s, r, err := l.Backend.OpenSession(ctx, ttl)
+	s, r, err := l.Backend.OpenSession(ctx, opts)
 	if err != nil {
 		return nil, r, err
 	}
+	l.mu.Lock()
+	l.last = s
+	l.mu.Unlock()
 	return &linkSession{s: s, l: l}, r, nil
 }
 
@@ -162,11 +174,17 @@ func (ls *linkSession) Acquire(ctx context.Context, name string) (backends.Grant
 	}
 	return ls.s.Acquire(ctx, name)
 }
-func (ls *linkSession) Release(ctx context.Context, name string, token backends.Token) error {
+func (ls *linkSession) Release(ctx context.Context, name string, token backends.Token) (backends.Digest, error) {
 	if err := ls.l.pass(ctx); err != nil {
-		return err
+		return backends.Digest{}, err
 	}
 	return ls.s.Release(ctx, name, token)
+}
+func (ls *linkSession) Holder(ctx context.Context, name string) (backends.Holder, error) {
+	if err := ls.l.pass(ctx); err != nil {
+		return backends.Holder{}, err
+	}
+	return ls.s.Holder(ctx, name)
 }
 func (ls *linkSession) PutValue(ctx context.Context, name string, token backends.Token, v []byte) error {
 	if err := ls.l.pass(ctx); err != nil {

@@ -45,7 +45,7 @@ func (d *syncDriver) run() {
 				switch e.req.kind {
 				case reqOpen:
 					var opened backends.Session
-					opened, res.renewal, res.err = d.b.OpenSession(ctx, e.req.ttl)
+					opened, res.renewal, res.err = d.b.OpenSession(ctx, backends.SessionOptions{TTL: e.req.ttl})
 					if res.err == nil {
 						d.sessions[e.req.gen], res.session = opened, opened.ID()
 					}
@@ -56,7 +56,7 @@ func (d *syncDriver) run() {
 				case reqAcquire:
 					res.grant, res.err = s.Acquire(ctx, e.req.name)
 				case reqRelease:
-					res.err = s.Release(ctx, e.req.name, e.req.token)
+					res.digest, res.err = s.Release(ctx, e.req.name, e.req.token)
 				case reqClose:
 					res.err = s.Close(ctx)
 				}

@@ -201,13 +201,13 @@ func testUnreachable(t *testing.T, h *Harness) {
 	}
 	check("KeepAlive", func(ctx context.Context) error { _, err := a.KeepAlive(ctx); return err })
 	check("Acquire", func(ctx context.Context) error { _, err := a.Acquire(ctx, "other"); return err })
-	check("Release", func(ctx context.Context) error { return a.Release(ctx, "lease", g.Token) })
+	check("Release", func(ctx context.Context) error { _, err := a.Release(ctx, "lease", g.Token); return err })
 	check("PutValue", func(ctx context.Context) error { return a.PutValue(ctx, "lease", g.Token, []byte("v")) })
 	check("Owned", func(ctx context.Context) error { _, _, err := a.Owned(ctx); return err })
 	check("Join", func(ctx context.Context) error { return a.Join(ctx, "group", 2) })
 	check("Members", func(ctx context.Context) error { _, err := a.Members(ctx, "group"); return err })
 	check("OpenSession", func(ctx context.Context) error {
-		s, _, err := e.b.OpenSession(ctx, h.TTL)
+		s, _, err := e.b.OpenSession(ctx, backends.SessionOptions{TTL: h.TTL})
 		if err == nil {
 			closeQuietly(s)
 		}
@@ -221,7 +221,7 @@ func testUnreachable(t *testing.T, h *Harness) {
 	var err error
 	ok := e.eventually(h.TTL+h.ExpiryGrace, func() bool {
 		var s backends.Session
-		s, _, err = e.b.OpenSession(e.ctx, h.TTL)
+		s, _, err = e.b.OpenSession(e.ctx, backends.SessionOptions{TTL: h.TTL})
 		if err == nil {
 			closeQuietly(s)
 		}

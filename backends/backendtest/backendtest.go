@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -52,6 +53,13 @@ type Harness struct {
 	// short (a few TTLs) so that the case stays short.
 	NewRestartable func(t *testing.T) (b backends.Backend, restart func() (maxLease time.Duration))
 
+	// NewDurable, if set, returns a fresh Backend, as New does, on a store
+	// of its own that keeps its state across restarts (PostgreSQL,
+	// ZooKeeper), and a function that restarts that store and returns once
+	// it is restarting (it may not answer yet). Keep the restart well within
+	// TTL, so that sessions survive it.
+	NewDurable func(t *testing.T) (b backends.Backend, restart func())
+
 	// NewCuttable, if set, returns a fresh Backend, as New does, and a
 	// function that makes the store unreachable from it (refused
 	// connections or dropped packets, for example through a proxy) and
@@ -95,13 +103,18 @@ var cases = []struct {
 	{"UniqueSessionIDs", testUniqueSessionIDs},
 	{"ExpiredSessionNeverRevives", testExpiredSessionNeverRevives},
 	{"ExpireSessionBehindBack", testExpireSessionBehindBack},
+	{"KeepAliveRacesTakeover", testKeepAliveRacesTakeover},
 	{"CloseReleasesEverything", testCloseReleasesEverything},
 	{"TokensIncrease", testTokensIncrease},
+	{"TermOrder", testTermOrder},
 	{"AcquireIdempotent", testAcquireIdempotent},
 	{"AcquireHeld", testAcquireHeld},
 	{"ConcurrentAcquire", testConcurrentAcquire},
 	{"ReleaseNeedsHolderAndToken", testReleaseNeedsHolderAndToken},
 	{"Digest", testDigest},
+	{"DigestInReplies", testDigestInReplies},
+	{"Holder", testHolder},
+	{"InvalidSessionOptions", testInvalidSessionOptions},
 	{"Values", testValues},
 	{"ValueSize", testValueSize},
 	{"GroupMembers", testGroupMembers},
@@ -111,16 +124,21 @@ var cases = []struct {
 	{"InvalidNames", testInvalidNames},
 	{"Notify", testNotify},
 	{"StoreClock", testStoreClock},
+	{"Inspect", testInspect},
+	{"EndedContext", testEndedContext},
+	{"BackendClosed", testBackendClosed},
 	{"AmnesiaGuard", testAmnesiaGuard},
+	{"DurableRestart", testDurableRestart},
 	{"Unreachable", testUnreachable},
 }
 
 // env is one case's backend and context.
 type env struct {
-	t   *testing.T
-	h   *Harness
-	b   backends.Backend
-	ctx context.Context
+	t      *testing.T
+	h      *Harness
+	b      backends.Backend
+	ctx    context.Context
+	opened int // sessions opened by open, numbering their identities
 }
 
 func newEnv(t *testing.T, h *Harness) *env {
@@ -150,12 +168,19 @@ func (e *env) open() (backends.Session, backends.Renewal) {
 
 func (e *env) openTTL(ttl time.Duration) (backends.Session, backends.Renewal) {
 	e.t.Helper()
-	s, r, err := e.b.OpenSession(e.ctx, ttl)
+	e.opened++
+	return e.openAs(backends.SessionOptions{TTL: ttl, Identity: fmt.Sprintf("backendtest node %d", e.opened)})
+}
+
+// openAs opens a session with opts, closed when the case ends.
+func (e *env) openAs(opts backends.SessionOptions) (backends.Session, backends.Renewal) {
+	e.t.Helper()
+	s, r, err := e.b.OpenSession(e.ctx, opts)
 	if err != nil {
-		e.t.Fatalf("OpenSession(%v): %v", ttl, err)
+		e.t.Fatalf("OpenSession(%+v): %v", opts, err)
 	}
 	if s == nil {
-		e.t.Fatalf("OpenSession(%v) returned a nil Session and no error", ttl)
+		e.t.Fatalf("OpenSession(%+v) returned a nil Session and no error", opts)
 	}
 	e.t.Cleanup(func() {
 		// t.Context is done by now.
@@ -189,11 +214,13 @@ func (e *env) acquire(s backends.Session, name string) backends.Grant {
 	return g
 }
 
-func (e *env) release(s backends.Session, name string, tok backends.Token) {
+func (e *env) release(s backends.Session, name string, tok backends.Token) backends.Digest {
 	e.t.Helper()
-	if err := s.Release(e.ctx, name, tok); err != nil {
+	d, err := s.Release(e.ctx, name, tok)
+	if err != nil {
 		e.t.Fatalf("Release(%q, %d) by session %s: %v", name, tok, s.ID(), err)
 	}
+	return d
 }
 
 func (e *env) owned(s backends.Session) ([]backends.Held, backends.Digest) {

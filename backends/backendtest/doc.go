@@ -36,9 +36,9 @@
 // cases that wait for expiries run in parallel.
 //
 // The hooks are optional: ExpireSession acts on a backend from New;
-// NewRestartable and NewCuttable construct a backend of their own (on a
-// private server the case may restart, or behind a proxy it may cut) with the
-// function that injects the fault. A case that needs a missing hook is
+// NewRestartable, NewDurable and NewCuttable construct a backend of their own
+// (on a private server the case may restart, with its data lost or kept, or
+// behind a proxy it may cut) with the function that injects the fault. A case that needs a missing hook is
 // skipped, and its skip message names the hook, so
 // `go test -v` shows what was not checked. Cases for optional abilities
 // (backends.Notifier, backends.StoreClock) are skipped for backends without
@@ -48,19 +48,24 @@
 //
 // Sessions: open and keep-alive grant no more than asked, clamped to MaxLease
 // (C2); a kept-alive session outlives its TTL (S1); ids are unique (S2); an
-// expired session never comes back and cannot touch what others took over (S3);
-// Close releases every lease and membership at once (S4). Leases: tokens
-// strictly increase per name and across names (T2, F5); Acquire is idempotent
-// for the holder and refused with ErrLeaseHeld for others, with exactly one
-// winner among concurrent acquirers; Release needs the holder and its token
-// (T5); the keep-alive digest changes exactly when the held set changes and
-// Owned agrees with it (S1, T4); values are written by the holder with its
-// token, outlive terms and are bounded by MaxValueSize. Groups: members and
+// expired session never comes back and cannot touch what others took over,
+// even when its keep-alive races the takeover (S3); Close releases every
+// lease and membership at once (S4); identities and TTLs are checked. Leases:
+// tokens strictly increase per name and across names, and in term order when
+// many sessions take turns on one name (T2, F5); Acquire is idempotent for the
+// holder and refused with a *HeldError naming the holder for others, with
+// exactly one winner among concurrent acquirers; any session reads a lease's
+// holder; Release needs the holder and its token (T5); the keep-alive digest
+// changes exactly when the held set changes, Owned agrees with it, and the
+// replies to Acquire and Release carry it with the version one higher per
+// change (S1, T4); values are written by the holder with its token, outlive
+// terms and are bounded by MaxValueSize; calls with an ended context return
+// at once; a closed Backend refuses every call (ErrClosed). Groups: members and
 // partition holders, the group epoch in the digest, partition-count
 // mismatches, membership dying with the session. Names: invalid names are
 // rejected with ErrInvalidName (T1). With the hooks or abilities: watchers
-// (A1), the store clock, the amnesia guard (§15) and unreachable stores
-// (D2).
+// (A1), the store clock, the listing of an Inspector, the amnesia guard
+// (§15), a durable store's restart, and unreachable stores (D2).
 //
 // The suite imports only the standard library and package backends.
 package backendtest

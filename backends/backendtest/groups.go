@@ -167,10 +167,13 @@ func testInvalidNames(t *testing.T, h *Harness) {
 		if !errors.As(err, &ne) || ne.Name != name {
 			t.Errorf("Acquire(%q) = %v; want a *backends.NameError naming the bad input (T1)", name, err)
 		}
-		wantErr(t, s.Release(e.ctx, name, 1), backends.ErrInvalidName, "Release(%q)", name)
+		_, err = s.Release(e.ctx, name, 1)
+		wantErr(t, err, backends.ErrInvalidName, "Release(%q)", name)
 		wantErr(t, s.PutValue(e.ctx, name, 1, nil), backends.ErrInvalidName, "PutValue(%q)", name)
 		wantErr(t, s.Join(e.ctx, name, 2), backends.ErrInvalidName, "Join(%q)", name)
 		wantErr(t, s.Leave(e.ctx, name), backends.ErrInvalidName, "Leave(%q)", name)
+		_, err = s.Holder(e.ctx, name)
+		wantErr(t, err, backends.ErrInvalidName, "Holder(%q)", name)
 		_, err = s.Members(e.ctx, name)
 		wantErr(t, err, backends.ErrInvalidName, "Members(%q)", name)
 	}

@@ -87,7 +87,7 @@ func testUniqueSessionIDs(t *testing.T, h *Harness) {
 		errs []error
 	)
 	concurrently(n, func(int) {
-		s, _, err := e.b.OpenSession(e.ctx, h.TTL)
+		s, _, err := e.b.OpenSession(e.ctx, backends.SessionOptions{TTL: h.TTL})
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -160,9 +160,9 @@ func testExpiredSessionNeverRevives(t *testing.T, h *Harness) {
 	wantErr(t, err, backends.ErrSessionExpired, "Acquire of the taken lease by the expired session")
 	_, err = a.Acquire(e.ctx, "free")
 	wantErr(t, err, backends.ErrSessionExpired, "Acquire of a free lease by the expired session")
-	err = a.Release(e.ctx, "lease", gb.Token)
+	_, err = a.Release(e.ctx, "lease", gb.Token)
 	wantErr(t, err, backends.ErrSessionExpired, "Release by the expired session")
-	err = a.Release(e.ctx, "lease", ga.Token)
+	_, err = a.Release(e.ctx, "lease", ga.Token)
 	wantErr(t, err, backends.ErrSessionExpired, "Release of its old term by the expired session")
 	err = a.PutValue(e.ctx, "lease", ga.Token, []byte("stale"))
 	wantErr(t, err, backends.ErrSessionExpired, "PutValue by the expired session")

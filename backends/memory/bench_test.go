@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/memory"
 )
 
@@ -13,7 +14,7 @@ import (
 func BenchmarkAcquireRelease(b *testing.B) {
 	s := memory.New()
 	ctx := context.Background()
-	sess, _, err := s.OpenSession(ctx, time.Minute)
+	sess, _, err := s.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -23,7 +24,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := sess.Release(ctx, "lease", g.Token); err != nil {
+		if _, err := sess.Release(ctx, "lease", g.Token); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -36,7 +37,7 @@ func BenchmarkKeepAlive(b *testing.B) {
 		b.Run(fmt.Sprintf("leases=%d", leases), func(b *testing.B) {
 			s := memory.New()
 			ctx := context.Background()
-			sess, _, err := s.OpenSession(ctx, time.Minute)
+			sess, _, err := s.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -76,11 +77,11 @@ func BenchmarkKeepAliveManySessions(b *testing.B) {
 			s := memory.New()
 			ctx := context.Background()
 			for range sessions - 1 {
-				if _, _, err := s.OpenSession(ctx, time.Minute); err != nil {
+				if _, _, err := s.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			sess, _, err := s.OpenSession(ctx, time.Minute)
+			sess, _, err := s.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -37,6 +37,10 @@
 //     one acquisition per microsecond sustained over MaxLease. Released lease
 //     records are deleted; values are kept (one per name ever written, as
 //     long as the store lives).
+//   - A session records the identity it was opened with; [backends.Session.Holder]
+//     and a refused acquisition ([backends.HeldError]) report it, with the
+//     holder's token and remaining time. [Store.Inspect] lists every live
+//     session, held lease and group ([backends.Inspector]).
 //   - Session time to live is clamped to the store's MaxLease
 //     ([WithMaxLease], default 60 s); the reply says what was granted (C2).
 //   - Watchers ([backends.Notifier]) are called on the goroutine of the call

@@ -16,8 +16,8 @@ func Example() {
 	ctx := context.Background()
 	store := memory.New(memory.WithMaxLease(30 * time.Second))
 
-	node1, granted, _ := store.OpenSession(ctx, time.Minute)
-	node2, _, _ := store.OpenSession(ctx, 10*time.Second)
+	node1, granted, _ := store.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
+	node2, _, _ := store.OpenSession(ctx, backends.SessionOptions{TTL: 10 * time.Second})
 	fmt.Println("granted:", granted.Remaining) // clamped to MaxLease
 
 	g1, _ := node1.Acquire(ctx, "report")
@@ -40,7 +40,7 @@ func Example() {
 func ExampleFaults_ExpireSession() {
 	ctx := context.Background()
 	store := memory.New()
-	sess, _, _ := store.OpenSession(ctx, time.Minute)
+	sess, _, _ := store.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 
 	store.Faults().ExpireSession(sess.ID())
 	_, err := sess.KeepAlive(ctx)

@@ -154,6 +154,8 @@ func (f *Faults) Calls() Calls {
 		Members:     c[mMembers],
 		Close:       c[mClose],
 		StoreTime:   c[mStoreTime],
+		Holder:      c[mHolder],
+		Inspect:     c[mInspect],
 	}
 }
 
@@ -179,12 +181,14 @@ type Calls struct {
 	Members     int64 // calls of a session's Members
 	Close       int64 // calls of a session's Close
 	StoreTime   int64 // calls of Store.StoreTime
+	Holder      int64 // calls of a session's Holder
+	Inspect     int64 // calls of Store.Inspect
 }
 
 // Total returns the number of calls of every kind.
 func (c Calls) Total() int64 {
 	return c.OpenSession + c.KeepAlive + c.Owned + c.Acquire + c.Release + c.PutValue +
-		c.Join + c.Leave + c.Members + c.Close + c.StoreTime
+		c.Join + c.Leave + c.Members + c.Close + c.StoreTime + c.Holder + c.Inspect
 }
 
 // method names a store call, for counters and error messages.
@@ -202,12 +206,14 @@ const (
 	mMembers
 	mClose
 	mStoreTime
+	mHolder
+	mInspect
 	numMethods
 )
 
 var methodNames = [numMethods]string{
 	"open session", "keep-alive", "owned", "acquire", "release", "put value",
-	"join", "leave", "members", "close", "store time",
+	"join", "leave", "members", "close", "store time", "holder", "inspect",
 }
 
 func (m method) String() string { return methodNames[m] }

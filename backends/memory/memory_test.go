@@ -18,7 +18,7 @@ import (
 
 func open(t *testing.T, s *memory.Store, ttl time.Duration) (backends.Session, backends.Renewal) {
 	t.Helper()
-	sess, r, err := s.OpenSession(t.Context(), ttl)
+	sess, r, err := s.OpenSession(t.Context(), backends.SessionOptions{TTL: ttl})
 	if err != nil {
 		t.Fatalf("OpenSession(%v): %v", ttl, err)
 	}
@@ -28,7 +28,7 @@ func open(t *testing.T, s *memory.Store, ttl time.Duration) (backends.Session, b
 func TestOpenSessionRejectsTTL(t *testing.T) {
 	s := memory.New()
 	for _, ttl := range []time.Duration{0, -time.Second} {
-		if _, _, err := s.OpenSession(t.Context(), ttl); err == nil {
+		if _, _, err := s.OpenSession(t.Context(), backends.SessionOptions{TTL: ttl}); err == nil {
 			t.Errorf("OpenSession(%v) = nil error; want one naming the ttl", ttl)
 		}
 	}
@@ -421,7 +421,7 @@ func TestOwnReleasesDoNotWakeOwnWatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Release(ctx, "x", g.Token); err != nil {
+		if _, err := s.Release(ctx, "x", g.Token); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -511,7 +511,7 @@ func TestConcurrentUse(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			ctx := context.Background()
-			sess, _, err := s.OpenSession(ctx, time.Minute)
+			sess, _, err := s.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 			if err != nil {
 				t.Error(err)
 				return
@@ -530,9 +530,9 @@ func TestConcurrentUse(t *testing.T) {
 				case err == nil:
 					record(name, g.Token)
 					_ = sess.PutValue(ctx, name, g.Token, []byte(name))
-					_ = sess.Release(ctx, name, g.Token)
+					_, _ = sess.Release(ctx, name, g.Token)
 				case errors.Is(err, backends.ErrSessionExpired):
-					sess, _, err = s.OpenSession(ctx, time.Minute)
+					sess, _, err = s.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 					if err != nil {
 						t.Error(err)
 						return

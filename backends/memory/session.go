@@ -22,6 +22,7 @@ type session struct {
 var (
 	_ backends.Backend    = (*Store)(nil)
 	_ backends.StoreClock = (*Store)(nil)
+	_ backends.Inspector  = (*Store)(nil)
 	_ backends.Session    = (*session)(nil)
 	_ backends.Notifier   = (*session)(nil)
 )
@@ -84,8 +85,8 @@ func (c *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 // Acquire takes name for the session; see [backends.Session.Acquire]. During
 // the restart guard it fails with an error wrapping [backends.ErrLeaseHeld].
 func (c *session) Acquire(ctx context.Context, name string) (backends.Grant, error) {
-	if err := backends.ValidateName(name); err != nil {
-		return backends.Grant{}, fmt.Errorf("memory: acquire: %w", err)
+	if err := args.Name("acquire", name); err != nil {
+		return backends.Grant{}, err
 	}
 	var g backends.Grant
 	err := c.s.call(ctx, mAcquire, func(now int64) error {
@@ -96,9 +97,9 @@ func (c *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 		}
 		if l := s.leases[name]; l != nil {
 			if l.holder != rec {
-				return fmt.Errorf("memory: acquire %q: %w", name, backends.ErrLeaseHeld)
+				return fmt.Errorf("memory: acquire %q: %w", name, &backends.HeldError{Name: name, Holder: l.describe(now)})
 			}
-			g = backends.Grant{Token: l.token, Value: clone(s.values[name])}
+			g = backends.Grant{Token: l.token, Value: clone(s.values[name]), Digest: s.digest(rec)}
 			return nil
 		}
 		if now < s.guardUntil {
@@ -110,19 +111,20 @@ func (c *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 		rec.owned[name] = tok
 		rec.version++
 		s.touchPartition(name)
-		g = backends.Grant{Token: tok, Value: clone(s.values[name])}
+		g = backends.Grant{Token: tok, Value: clone(s.values[name]), Digest: s.digest(rec)}
 		return nil
 	})
 	return g, err
 }
 
-// Release gives up name if the session holds it with token, waking its
-// watchers; otherwise it does nothing.
-func (c *session) Release(ctx context.Context, name string, token backends.Token) error {
-	if err := backends.ValidateName(name); err != nil {
-		return fmt.Errorf("memory: release: %w", err)
+// Release gives up name if the session holds it with token, waking the
+// watchers of other sessions; otherwise it does nothing.
+func (c *session) Release(ctx context.Context, name string, token backends.Token) (backends.Digest, error) {
+	if err := args.Name("release", name); err != nil {
+		return backends.Digest{}, err
 	}
-	return c.s.call(ctx, mRelease, func(now int64) error {
+	var d backends.Digest
+	err := c.s.call(ctx, mRelease, func(now int64) error {
 		rec, err := c.live(mRelease)
 		if err != nil {
 			return err
@@ -132,18 +134,34 @@ func (c *session) Release(ctx context.Context, name string, token backends.Token
 			rec.version++
 			c.s.dropLease(rec.id, name)
 		}
+		d = c.s.digest(rec)
 		return nil
 	})
+	return d, err
+}
+
+// Holder returns the holder of name.
+func (c *session) Holder(ctx context.Context, name string) (backends.Holder, error) {
+	if err := args.Name("holder", name); err != nil {
+		return backends.Holder{}, err
+	}
+	var h backends.Holder
+	err := c.s.call(ctx, mHolder, func(now int64) error {
+		if _, err := c.live(mHolder); err != nil {
+			return err
+		}
+		if l := c.s.leases[name]; l != nil {
+			h = l.describe(now)
+		}
+		return nil
+	})
+	return h, err
 }
 
 // PutValue stores a copy of value beside the lease name.
 func (c *session) PutValue(ctx context.Context, name string, token backends.Token, value []byte) error {
-	if err := backends.ValidateName(name); err != nil {
-		return fmt.Errorf("memory: put value: %w", err)
-	}
-	if len(value) > backends.MaxValueSize {
-		return fmt.Errorf("memory: put value %q: %d bytes, want at most %d: %w",
-			name, len(value), backends.MaxValueSize, backends.ErrValueTooLarge)
+	if err := args.Value("put value", name, value); err != nil {
+		return err
 	}
 	return c.s.call(ctx, mPutValue, func(now int64) error {
 		rec, err := c.live(mPutValue)
@@ -160,8 +178,8 @@ func (c *session) PutValue(ctx context.Context, name string, token backends.Toke
 
 // Join makes the session a member of group.
 func (c *session) Join(ctx context.Context, group string, partitions int) error {
-	if err := backends.ValidateGroup(group, partitions); err != nil {
-		return fmt.Errorf("memory: join: %w", err)
+	if err := args.Group("join", group, partitions); err != nil {
+		return err
 	}
 	return c.s.call(ctx, mJoin, func(now int64) error {
 		s := c.s
@@ -193,8 +211,8 @@ func (c *session) Join(ctx context.Context, group string, partitions int) error 
 
 // Leave ends the session's membership of group.
 func (c *session) Leave(ctx context.Context, group string) error {
-	if err := backends.ValidateName(group); err != nil {
-		return fmt.Errorf("memory: leave: %w", err)
+	if err := args.Name("leave", group); err != nil {
+		return err
 	}
 	return c.s.call(ctx, mLeave, func(now int64) error {
 		rec, err := c.live(mLeave)
@@ -210,8 +228,8 @@ func (c *session) Leave(ctx context.Context, group string) error {
 
 // Members returns the group's live members and partition holders.
 func (c *session) Members(ctx context.Context, group string) (backends.GroupView, error) {
-	if err := backends.ValidateName(group); err != nil {
-		return backends.GroupView{}, fmt.Errorf("memory: members: %w", err)
+	if err := args.Name("members", group); err != nil {
+		return backends.GroupView{}, err
 	}
 	var v backends.GroupView
 	err := c.s.call(ctx, mMembers, func(now int64) error {

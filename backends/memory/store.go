@@ -1,18 +1,25 @@
 package memory
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/internal/check"
+	"github.com/simba-go/simba/backends/internal/sessionid"
 	"github.com/simba-go/simba/backends/internal/watch"
 )
+
+// args checks the arguments of the store's operations.
+var args = check.For("memory")
 
 // DefaultMaxLease is the longest session time to live a [Store] grants unless
 // [WithMaxLease] says otherwise. It is also the store's lock-delay after a
@@ -279,24 +286,26 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// OpenSession opens a session that expires ttl after its last renewal, as
-// measured by the store clock. A ttl longer than the store's MaxLease is
-// clamped to it; the reply says what was granted. A ttl ≤ 0 is an error.
-// Sessions may be opened while the store is within its restart guard; only
-// acquisitions wait.
-func (s *Store) OpenSession(ctx context.Context, ttl time.Duration) (backends.Session, backends.Renewal, error) {
-	if ttl <= 0 {
-		return nil, backends.Renewal{}, fmt.Errorf("memory: open session: ttl %v; want > 0", ttl)
+// OpenSession opens a session that expires opts.TTL after its last renewal,
+// as measured by the store clock, with opts.Identity recorded. A TTL longer
+// than the store's MaxLease is clamped to it; the reply says what was
+// granted. A TTL ≤ 0 or an invalid identity is an error. Sessions may be
+// opened while the store is within its restart guard; only acquisitions
+// wait.
+func (s *Store) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
+	if err := args.Session(opts, 0); err != nil {
+		return nil, backends.Renewal{}, err
 	}
-	ttl = min(ttl, s.maxLease)
+	ttl := min(opts.TTL, s.maxLease)
 	var (
 		sess *session
 		r    backends.Renewal
 	)
 	err := s.call(ctx, mOpenSession, func(now int64) error {
 		rec := &sessionRec{
-			id:     backends.SessionID(randomHex(16)),
-			ttl:    ttl,
+			id:       sessionid.New(),
+			identity: opts.Identity,
+			ttl:      ttl,
 			expiry: now + int64(ttl),
 			owned:  make(map[string]backends.Token),
 		}
@@ -310,6 +319,41 @@ func (s *Store) OpenSession(ctx context.Context, ttl time.Duration) (backends.Se
 		return nil, backends.Renewal{}, err
 	}
 	return sess, r, nil
+}
+
+// Inspect lists the store's live sessions, held leases and groups
+// ([backends.Inspector]), read in one call under the store's mutex.
+func (s *Store) Inspect(ctx context.Context) (backends.Inventory, error) {
+	var inv backends.Inventory
+	err := s.call(ctx, mInspect, func(now int64) error {
+		inv.StoreTime = storeTime(now)
+		for _, rec := range s.sessions {
+			inv.Sessions = append(inv.Sessions, backends.SessionInfo{
+				ID: rec.id, Identity: rec.identity, Remaining: time.Duration(rec.expiry - now), Leases: len(rec.owned),
+			})
+		}
+		for name, l := range s.leases {
+			inv.Leases = append(inv.Leases, backends.LeaseInfo{
+				Name: name, Session: l.holder.id, Identity: l.holder.identity, Token: l.token, Value: clone(s.values[name]),
+			})
+		}
+		for name, g := range s.groups {
+			gi := backends.GroupInfo{Name: name, Partitions: g.partitions}
+			for id := range g.members {
+				gi.Members = append(gi.Members, id)
+			}
+			slices.Sort(gi.Members)
+			inv.Groups = append(inv.Groups, gi)
+		}
+		return nil
+	})
+	if err != nil {
+		return backends.Inventory{}, err
+	}
+	slices.SortFunc(inv.Sessions, func(a, b backends.SessionInfo) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(inv.Leases, func(a, b backends.LeaseInfo) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(inv.Groups, func(a, b backends.GroupInfo) int { return cmp.Compare(a.Name, b.Name) })
+	return inv, err
 }
 
 // StoreTime returns the store clock, read in one call.
@@ -392,6 +436,7 @@ func (s *Store) leaveGroup(rec *sessionRec, name string, gr *groupRec) {
 // sessionRec is the store's record of a session.
 type sessionRec struct {
 	id        backends.SessionID
+	identity  string
 	ttl       time.Duration
 	expiry    int64 // store nanoseconds
 	index     int   // in Store.expiries
@@ -406,6 +451,17 @@ type sessionRec struct {
 type leaseRec struct {
 	holder *sessionRec
 	token  backends.Token
+}
+
+// describe returns the lease's holder as of the store clock now. Called with
+// mu held.
+func (l *leaseRec) describe(now int64) backends.Holder {
+	return backends.Holder{
+		Session:   l.holder.id,
+		Identity:  l.holder.identity,
+		Token:     l.token,
+		Remaining: time.Duration(l.holder.expiry - now),
+	}
 }
 
 // groupRec is the store's record of a group with members.

@@ -72,7 +72,7 @@ func TestAmnesiaOlderSnapshot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	sa, _, err := b.OpenSession(ctx, maxLease)
+	sa, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: maxLease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,10 +87,10 @@ func TestAmnesiaOlderSnapshot(t *testing.T) {
 		t.Fatalf("SAVE: %v", err)
 	}
 	// Writes after the snapshot, lost in the restart.
-	if err := sa.Release(ctx, "x", gx.Token); err != nil {
+	if _, err := sa.Release(ctx, "x", gx.Token); err != nil {
 		t.Fatal(err)
 	}
-	sb, _, err := b.OpenSession(ctx, maxLease)
+	sb, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: maxLease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestAmnesiaOlderSnapshot(t *testing.T) {
 	if _, err := sb.KeepAlive(ctx); !errors.Is(err, backends.ErrSessionExpired) {
 		t.Errorf("KeepAlive of a session lost in the restart = %v; want ErrSessionExpired", err)
 	}
-	sc, _, err := b.OpenSession(ctx, maxLease)
+	sc, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: maxLease})
 	if err != nil {
 		t.Fatalf("OpenSession during the guard: %v", err)
 	}
@@ -160,7 +160,7 @@ func TestScriptFlushIsNotAmnesia(t *testing.T) {
 	admin := newClient(t, srv.addr)
 	b := newBackend(t, newClient(t, srv.addr), admin, WithMaxLease(time.Second))
 	ctx := context.Background()
-	s, _, err := b.OpenSession(ctx, time.Second)
+	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestScriptFlushIsNotAmnesia(t *testing.T) {
 	if _, err := s.KeepAlive(ctx); err != nil {
 		t.Fatalf("KeepAlive after SCRIPT FLUSH: %v; want the session alive", err)
 	}
-	if err := s.Release(ctx, "lease", g.Token); err != nil {
+	if _, err := s.Release(ctx, "lease", g.Token); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Acquire(ctx, "lease"); err != nil {

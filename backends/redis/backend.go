@@ -2,8 +2,6 @@ package simbaredis
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/internal/check"
+	"github.com/simba-go/simba/backends/internal/redact"
+	"github.com/simba-go/simba/backends/internal/sessionid"
+	"github.com/simba-go/simba/backends/internal/watch"
 )
 
 // DefaultPrefix is the key prefix of a [Backend] unless [WithPrefix] says
@@ -29,6 +31,9 @@ const DefaultMaxLease = 60 * time.Second
 
 // maxPrefixLen bounds the prefix, so that keys stay short.
 const maxPrefixLen = 64
+
+// args checks the arguments of the backend's operations.
+var args = check.For("simbaredis")
 
 // ErrLayout reports a namespace written by an incompatible version of this
 // package (its key layout version differs), so that two versions never share
@@ -54,7 +59,7 @@ type Backend struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
-	notify    notifier
+	feed      *watch.Feed // the release subscription, started by the first Watch
 
 	guardLogged atomic.Int64 // Unix µs of the end of the last guard logged
 }
@@ -135,7 +140,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 	b.metaKeys = []string{b.keys.meta()}
 	b.baseArg = b.keys.base
 	b.maxLeaseArg = strconv.FormatInt(micros(o.maxLease), 10)
-	b.notify.init(b)
+	b.feed = watch.NewFeed(releases{b}, b.logger, slog.String("backend", "simbaredis"), slog.String("prefix", b.prefix))
 	return b, nil
 }
 
@@ -173,7 +178,7 @@ func validPrefix(p string) error {
 // fits ([Backend.Check]). For Redis Cluster or Sentinel, build the client
 // and use [New]. Credentials in the URL never appear in errors or logs.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
-	shown := redactURL(rawURL)
+	shown := redact.URL(rawURL)
 	o, err := redis.ParseURL(rawURL)
 	if err != nil {
 		var ue *url.Error
@@ -197,25 +202,6 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) 
 	return b, nil
 }
 
-// redactURL returns the URL without its password (or its user, when it has
-// no password: go-redis then may take the user for a password) and without
-// its query. A URL that does not parse is not shown at all.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(invalid URL)"
-	}
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok && u.User.Username() != "" {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		} else {
-			u.User = url.User("xxxxx")
-		}
-	}
-	u.RawQuery, u.ForceQuery, u.Fragment = "", false, ""
-	return u.String()
-}
-
 // Close stops the backend's release subscription, closes the client if the
 // backend opened it ([Open]), and makes every later call fail with
 // [backends.ErrClosed]. Sessions are not closed: close them first (the
@@ -225,7 +211,7 @@ func (b *Backend) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
-		b.notify.close()
+		b.feed.Close()
 		if b.ownsClient {
 			err = b.client.Close()
 		}
@@ -250,17 +236,18 @@ func (b *Backend) Check(ctx context.Context) error {
 	return err
 }
 
-// OpenSession opens a session that Redis expires ttl after its last renewal,
-// measured by Redis's clock. A ttl longer than MaxLease is clamped to it; the
-// reply says what was granted. A ttl below a microsecond is an error.
-// Sessions open during the amnesia guard; only grants wait.
-func (b *Backend) OpenSession(ctx context.Context, ttl time.Duration) (backends.Session, backends.Renewal, error) {
-	if ttl < time.Microsecond {
-		return nil, backends.Renewal{}, fmt.Errorf("simbaredis: open session: ttl %v; want at least 1µs", ttl)
+// OpenSession opens a session that Redis expires opts.TTL after its last
+// renewal, measured by Redis's clock, with opts.Identity recorded. A TTL
+// longer than MaxLease is clamped to it; the reply says what was granted. A
+// TTL below a microsecond or an invalid identity is an error. Sessions open
+// during the amnesia guard; only grants wait.
+func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
+	if err := args.Session(opts, time.Microsecond); err != nil {
+		return nil, backends.Renewal{}, err
 	}
-	ttl = min(ttl, b.maxLease)
-	s := newSession(b, newSessionID())
-	r, err := b.run(ctx, scriptOpen, "open session", s.idArg, micros(ttl))
+	ttl := min(opts.TTL, b.maxLease)
+	s := newSession(b, string(sessionid.New()))
+	r, err := b.run(ctx, scriptOpen, "open session", s.idArg, micros(ttl), opts.Identity)
 	if err != nil {
 		return nil, backends.Renewal{}, err
 	}
@@ -277,13 +264,6 @@ func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
 		return time.Time{}, b.unavailable(ctx, "store time", err)
 	}
 	return t.UTC(), nil
-}
-
-// newSessionID returns 128 random bits in hex (SPEC S2).
-func newSessionID() string {
-	var id [16]byte
-	rand.Read(id[:]) // never fails (crypto/rand, Go ≥ 1.24)
-	return hex.EncodeToString(id[:])
 }
 
 // renewal decodes the reply of the open, keep-alive and owned scripts:

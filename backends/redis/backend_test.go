@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/internal/redact"
 )
 
 func TestNewRejectsBadOptions(t *testing.T) {
@@ -64,11 +65,11 @@ func TestRedactURL(t *testing.T) {
 		"redis://user:s3cret@[::1", // does not parse
 		"redis://us%zzer:s3cret@host",
 	} {
-		if got := redactURL(raw); strings.Contains(got, "s3cret") {
-			t.Errorf("redactURL(%q) = %q; want the secret gone", raw, got)
+		if got := redact.URL(raw); strings.Contains(got, "s3cret") {
+			t.Errorf("redact.URL(%q) = %q; want the secret gone", raw, got)
 		}
 	}
-	if got := redactURL("redis://user:pw@host:6379/1"); got != "redis://user:xxxxx@host:6379/1" {
+	if got := redact.URL("redis://user:pw@host:6379/1"); got != "redis://user:xxxxx@host:6379/1" {
 		t.Errorf("redactURL = %q; want the user, host and database kept", got)
 	}
 }
@@ -83,7 +84,7 @@ func TestOpen(t *testing.T) {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { deleteKeys(t, admin, b.keys) })
-	s, _, err := b.OpenSession(ctx, time.Second)
+	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Second})
 	if err != nil {
 		t.Fatalf("OpenSession: %v", err)
 	}
@@ -96,7 +97,7 @@ func TestOpen(t *testing.T) {
 	if err := b.client.Ping(ctx).Err(); !errors.Is(err, redis.ErrClosed) {
 		t.Errorf("the client Open made after Close: Ping = %v; want it closed", err)
 	}
-	if _, _, err := b.OpenSession(ctx, time.Second); !errors.Is(err, backends.ErrClosed) {
+	if _, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Second}); !errors.Is(err, backends.ErrClosed) {
 		t.Errorf("OpenSession after Close = %v; want ErrClosed", err)
 	}
 	if err := b.Close(); err != nil {
@@ -114,7 +115,7 @@ func TestOpen(t *testing.T) {
 		cancel()
 		if err == nil {
 			b.Close()
-			t.Errorf("Open(%q) = nil error; want one", redactURL(raw))
+			t.Errorf("Open(%q) = nil error; want one", redact.URL(raw))
 			continue
 		}
 		if strings.Contains(err.Error(), "s3cret") {
@@ -137,7 +138,7 @@ func TestLayoutMismatch(t *testing.T) {
 	if err := b.Check(ctx); err != nil {
 		t.Fatalf("Check of a new namespace: %v", err)
 	}
-	s, _, err := b.OpenSession(ctx, time.Second)
+	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestLayoutMismatch(t *testing.T) {
 	if err := b.Check(ctx); !errors.Is(err, ErrLayout) {
 		t.Errorf("Check = %v; want ErrLayout", err)
 	}
-	if _, _, err := b.OpenSession(ctx, time.Second); !errors.Is(err, ErrLayout) {
+	if _, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Second}); !errors.Is(err, ErrLayout) {
 		t.Errorf("OpenSession = %v; want ErrLayout", err)
 	}
 	if _, err := s.KeepAlive(ctx); !errors.Is(err, ErrLayout) {
@@ -200,7 +201,10 @@ func TestOneCommandPerCall(t *testing.T) {
 		}
 		one("Check", func() error { return b.Check(ctx) })
 		var s backends.Session
-		one("OpenSession", func() (err error) { s, _, err = b.OpenSession(ctx, b.MaxLease()); return err })
+		one("OpenSession", func() (err error) {
+			s, _, err = b.OpenSession(ctx, backends.SessionOptions{TTL: b.MaxLease()})
+			return err
+		})
 		defer s.Close(ctx)
 		one("Join", func() error { return s.Join(ctx, "group", 4) })
 		var tok backends.Token
@@ -210,7 +214,7 @@ func TestOneCommandPerCall(t *testing.T) {
 		}
 		one("KeepAlive with 300 leases", func() error { _, err := s.KeepAlive(ctx); return err })
 		one("PutValue", func() error { return s.PutValue(ctx, "lease.299", tok, []byte("v")) })
-		one("Release", func() error { return s.Release(ctx, "lease.299", tok) })
+		one("Release", func() error { _, err := s.Release(ctx, "lease.299", tok); return err })
 		one("Owned", func() error { _, _, err := s.Owned(ctx); return err })
 		one("Members", func() error { _, err := s.Members(ctx, "group"); return err })
 		one("Leave", func() error { return s.Leave(ctx, "group") })
@@ -231,7 +235,7 @@ func TestTokensStayBelow2To53(t *testing.T) {
 	b := newBackend(t, newClient(t, addr), admin)
 	ctx := context.Background()
 	const maxToken = 1<<53 - 1
-	s, _, err := b.OpenSession(ctx, b.MaxLease())
+	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: b.MaxLease()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +267,7 @@ func TestTokensStayBelow2To53(t *testing.T) {
 	if g2, err := s.Acquire(ctx, "last"); err != nil || g2.Token != maxToken {
 		t.Errorf("Acquire of a held lease = %d, %v; want its token %d", g2.Token, err, int64(maxToken))
 	}
-	if err := s.Release(ctx, "last", maxToken); err != nil {
+	if _, err := s.Release(ctx, "last", maxToken); err != nil {
 		t.Fatal(err)
 	}
 	refused("last")

@@ -69,7 +69,7 @@ func BenchmarkKeepAlive(b *testing.B) {
 	for _, n := range []int{1, 100, 10_000} {
 		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			s, _, err := bk.OpenSession(ctx, time.Minute)
+			s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -126,7 +126,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	b.Cleanup(func() { client.Close() })
 	bk := newBackend(b, client, admin, WithMaxLease(3*time.Second))
 	ctx := context.Background()
-	s, _, err := bk.OpenSession(ctx, time.Minute)
+	s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Release(ctx, "lease", g.Token); err != nil {
+		if _, err := s.Release(ctx, "lease", g.Token); err != nil {
 			b.Fatal(err)
 		}
 	}

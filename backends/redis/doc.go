@@ -50,7 +50,7 @@
 //
 //	{p}:meta          hash: layout version, run id, guard, last token, revision
 //	{p}:sessions      sorted set: session id → expiry, in µs of Redis time
-//	{p}:s:<id>        hash: the session's time to live and last group leave
+//	{p}:s:<id>        hash: the session's time to live, last group leave and identity
 //	{p}:o:<id>        sorted set: lease name → token, the leases the session
 //	                  holds, and its digest version
 //	{p}:j:<id>        set: the groups the session joined
@@ -83,6 +83,12 @@
 // that expired, nor release or write what another session now holds (SPEC
 // S3).
 //
+// A refused acquire names the holder (a *[backends.HeldError]: its session,
+// the identity the session was opened with, its token, and its remaining
+// time by Redis's clock), and so does Holder, in one script each.
+// [Backend.Inspect] lists the namespace for status tools with plain reads in
+// pages, never a script that walks everything.
+//
 // A keep-alive costs the same whatever the number of leases held: it reads
 // the session's counters and the epochs of the groups it joined (SPEC S1).
 // A session that expired is dead at once — every script checks its expiry,
@@ -109,10 +115,11 @@
 // [backends.Notifier]) and ended by [Backend.Close]. A session's own releases
 // do not wake its own watches: its node knows what it released. Other
 // sessions' watches wake, those of the same backend included (several
-// runtime clients, each a node with its own session, may share one). The
-// subscription pings Redis when it has been silent for 5 s and reconnects,
-// with back-off, when the connection fails; since releases published while it
-// was down are lost, every reconnection wakes every watcher (a hint only:
+// runtime clients, each a node with its own session, may share one). While
+// some watch waits, the subscription pings Redis when it has been silent for
+// 5 s (an idle subscription costs Redis nothing), and it reconnects, with
+// back-off, when the connection fails; since releases published while it was
+// down are lost, every reconnection wakes every watcher (a hint only:
 // candidates try again, which is always safe). A graceful hand-off therefore
 // takes a few round trips (about a millisecond on loopback), not a candidate's
 // retry interval.

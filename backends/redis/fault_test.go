@@ -165,7 +165,7 @@ func TestLateRenewalRevivesNothing(t *testing.T) {
 	defer cancel()
 
 	const ttl = 500 * time.Millisecond
-	a, _, err := late.OpenSession(ctx, ttl)
+	a, _, err := late.OpenSession(ctx, backends.SessionOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestLateRenewalRevivesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _, err := other.OpenSession(ctx, other.MaxLease())
+	b, _, err := other.OpenSession(ctx, backends.SessionOptions{TTL: other.MaxLease()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestLateRenewalRevivesNothing(t *testing.T) {
 	}
 	p.p.Toxics.RemoveToxic(context.Background(), name)
 
-	if err := a.Release(ctx, "lease", ga.Token); !errors.Is(err, backends.ErrSessionExpired) {
+	if _, err := a.Release(ctx, "lease", ga.Token); !errors.Is(err, backends.ErrSessionExpired) {
 		t.Errorf("late Release = %v; want ErrSessionExpired", err)
 	}
 	if err := a.PutValue(ctx, "lease", ga.Token, []byte("stale")); !errors.Is(err, backends.ErrSessionExpired) {
@@ -255,7 +255,7 @@ func TestDeadlineBoundsCalls(t *testing.T) {
 	p := newProxy(t, addr)
 	b := newBackend(t, newClient(t, p.addr()), admin)
 	ctx := context.Background()
-	s, _, err := b.OpenSession(ctx, time.Second)
+	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func TestAmnesiaEveryNamespace(t *testing.T) {
 	}
 	spaces := []*namespace{{name: "a", b: nsA}, {name: "b", b: nsB}}
 	for _, ns := range spaces {
-		s, _, err := ns.b.OpenSession(ctx, maxLease)
+		s, _, err := ns.b.OpenSession(ctx, backends.SessionOptions{TTL: maxLease})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func TestAmnesiaEveryNamespace(t *testing.T) {
 	// Grants after the snapshot, lost in the restart: their holders still
 	// believe they hold "lost" until their local deadlines.
 	for _, ns := range spaces {
-		s, _, err := ns.b.OpenSession(ctx, maxLease)
+		s, _, err := ns.b.OpenSession(ctx, backends.SessionOptions{TTL: maxLease})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +71,7 @@ func TestAmnesiaEveryNamespace(t *testing.T) {
 	// Namespace a first: it loads the scripts into the new process.
 	sessions := make([]backends.Session, len(spaces))
 	for i, ns := range spaces {
-		s, _, err := ns.b.OpenSession(ctx, maxLease)
+		s, _, err := ns.b.OpenSession(ctx, backends.SessionOptions{TTL: maxLease})
 		if err != nil {
 			t.Fatalf("namespace %s: OpenSession after the restart: %v", ns.name, err)
 		}

@@ -45,7 +45,7 @@ func waitGuard(t testing.TB, b *Backend) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), b.MaxLease()+5*time.Second)
 	defer cancel()
-	s, _, err := b.OpenSession(ctx, time.Minute)
+	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("waitGuard: OpenSession: %v", err)
 	}

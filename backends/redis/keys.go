@@ -6,7 +6,7 @@ import "strings"
 // read and write it. It is stored in the namespace's meta hash; a script that
 // finds another version refuses to run ([ErrLayout]), so that two versions of
 // this package never share a namespace silently.
-const layoutVersion = "2"
+const layoutVersion = "3"
 
 // The key layout of a namespace, defined here and nowhere else: the Go side
 // builds keys with [layout], and the Lua helpers below get the same
@@ -15,9 +15,10 @@ const layoutVersion = "2"
 //
 //	{p}:meta          hash: layout, run, guard, token, rev (see scripts.go)
 //	{p}:sessions      zset: session id → expiry (µs of Redis time)
-//	{p}:s:<id>        hash: ttl (µs), mrev (last leave)
+//	{p}:s:<id>        hash: ttl (µs), mrev (last leave), who (identity)
 //	{p}:o:<id>        zset: lease name → token, the leases the session holds,
-//	                  and "#" → Digest.Version (versionMember)
+//	                  and "#" → Digest.Version (versionMember), which
+//	                  every acquisition and release adds one to
 //	{p}:j:<id>        set: the groups the session joined
 //	{p}:l:<name>      hash: s (holder session id), t (token), v (value);
 //	                  a release deletes s and t: the value outlives terms

@@ -20,7 +20,7 @@ func TestOwnReleasesDoNotWakeOwnWatches(t *testing.T) {
 	defer cancel()
 	open := func() backends.Session {
 		t.Helper()
-		s, _, err := b.OpenSession(ctx, time.Minute)
+		s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +54,7 @@ func TestOwnReleasesDoNotWakeOwnWatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Release(ctx, "x", g.Token); err != nil {
+		if _, err := s.Release(ctx, "x", g.Token); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -49,7 +49,7 @@ func TestReapIsBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	crashed, _, err := b.OpenSession(ctx, time.Minute)
+	crashed, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestReapIsBounded(t *testing.T) {
 			}
 		}
 	}
-	live, _, err := b.OpenSession(ctx, time.Minute)
+	live, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestCloseManyLeases(t *testing.T) {
 	b := newBackend(t, newClient(t, addr), admin)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, _, err := b.OpenSession(ctx, time.Minute)
+	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestCloseManyLeases(t *testing.T) {
 		}
 		names = append(names, name)
 	}
-	other, _, err := b.OpenSession(ctx, time.Minute)
+	other, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/internal/storeerr"
 )
 
 // Every operation is one Lua script, run with EVALSHA (EVAL after a
@@ -278,15 +278,28 @@ local LAYOUT = '` + layoutVersion + `'
 `)
 
 	// The digest's version lives in the session's owned set, as the score
-	// of a member that is no lease name (T1 allows no '#'): acquire sets it
-	// to the new token in the same ZADD that adds the lease, so keeping it
-	// costs no command. A release leaves it: the count of leases tells.
-	// Tokens are unique and increase, so (leases, version) changes whenever
-	// the set changes: if any lease was acquired since, the version is new;
-	// if none was, only releases happened, and the count fell.
+	// of a member that is no lease name (T1 allows no '#'): every
+	// acquisition and release adds one to it (backends.Digest), so that a
+	// node can follow its own changes from their replies. bump does so and
+	// returns the new digest's leases and version.
 	luaVersion = helper(`
 local VERSION = '` + versionMember + `'
+local function bump(ok)
+  local v = redis.call('ZINCRBY', ok, 1, VERSION)
+  return redis.call('ZCARD', ok) - 1, tonumber(v)
+end
 `)
+
+	// holder describes the holder of lease record cur (HMGET s t) if it is
+	// a live session: its id, token, remaining time (µs) and identity.
+	luaHolder = helper(`
+local function holder(cur)
+  if not cur[1] then return nil end
+  local e = redis.call('ZSCORE', SESSIONS, cur[1])
+  if not e or tonumber(e) <= NOW then return nil end
+  return {cur[1], tonumber(cur[2]), tonumber(e) - NOW, redis.call('HGET', sess_key(cur[1]), 'who') or ''}
+end
+`, luaSessions, luaClock, luaKeySession)
 
 	// session reads the session hash: ttl, mrev.
 	luaSession = helper(`
@@ -358,14 +371,15 @@ const (
 // (luaCheckMeta, ARGV[3] is MaxLease, their own arguments start at
 // ARGV[4]) and the others (their own arguments start at ARGV[3]).
 var (
-	// ARGV[4]: the granted time to live in µs. Idempotent, so that a retry
-	// of a call whose reply was lost does no harm.
+	// ARGV[4]: the granted time to live in µs; ARGV[5]: the identity.
+	// Idempotent, so that a retry of a call whose reply was lost does no
+	// harm.
 	scriptOpen = newScript("open", `
 reap()
 if redis.call('ZSCORE', SESSIONS, SID) then
   if not alive(SID) then return {'EXPIRED'} end
 else
-  redis.call('HSET', sess_key(SID), 'ttl', ARGV[4], 'mrev', 0)
+  redis.call('HSET', sess_key(SID), 'ttl', ARGV[4], 'mrev', 0, 'who', ARGV[5])
 end
 local s = session(SID)
 local ttl = tonumber(s[1])
@@ -391,26 +405,33 @@ return r
 `, luaCheckMeta, luaReap, luaAlive, luaSession, luaRenewal, luaKeyOwned)
 
 	// ARGV[4]: the lease name; ARGV[5] and ARGV[6], for a partition: its
-	// group and index. Reply: OK, the token, and the value if there is one.
+	// group and index. Reply: OK, the token, the digest's leases and
+	// version, and the value if there is one; or HELD and the holder (see
+	// luaHolder).
 	scriptAcquire = newScript("acquire", `
 if not alive(SID) then return {'EXPIRED'} end
 local name = ARGV[4]
 local lk = lease_key(name)
 local cur = redis.call('HMGET', lk, 's', 't', 'v')
-local tok = cur[2]
+local tok, ok = cur[2], owned_key(SID)
+local n, v
 if cur[1] ~= SID then
-  if cur[1] and alive(cur[1]) then return {'HELD'} end
+  local h = holder(cur)
+  if h then return {'HELD', h[1], h[2], h[3], h[4]} end
   if NOW < GUARD then return {'RECOVERING', GUARD - NOW} end
   tok = math.max(TOKEN + 1, NOW)
   if tok > 9007199254740991 then return {'TOKENS'} end -- 2^53-1
   redis.call('HSET', META, 'token', tok)
   redis.call('HSET', lk, 's', SID, 't', tok)
-  redis.call('ZADD', owned_key(SID), tok, name, tok, VERSION)
+  redis.call('ZADD', ok, tok, name)
+  n, v = bump(ok)
   if ARGV[5] then touch_part(ARGV[5], tonumber(ARGV[6]), SID) end
+else
+  n = redis.call('ZCARD', ok) - 1
+  v = tonumber(redis.call('ZSCORE', ok, VERSION))
 end
-if cur[3] then return {'OK', tok, cur[3]} end
-return {'OK', tok}
-`, luaInfoNow, luaCheckMeta, luaAlive, luaKeyLease, luaKeyOwned, luaVersion, luaTouchPart)
+return {'OK', tok, n, v, cur[3]}
+`, luaInfoNow, luaCheckMeta, luaAlive, luaHolder, luaKeyLease, luaKeyOwned, luaVersion, luaTouchPart)
 
 	// The header and check_meta: checks the layout and the run id, reaps.
 	scriptCheck = newScript("check", `
@@ -421,20 +442,36 @@ return {'OK'}
 
 var (
 	// ARGV[3]: the lease name; ARGV[4]: the token; ARGV[5] and ARGV[6],
-	// for a partition: its group and index.
+	// for a partition: its group and index. Reply: OK and the digest's
+	// leases and version.
 	scriptRelease = newScript("release", `
 if not alive(SID) then return {'EXPIRED'} end
 local name = ARGV[3]
 local lk = lease_key(name)
 local cur = redis.call('HMGET', lk, 's', 't')
+local ok = owned_key(SID)
 if cur[1] == SID and cur[2] == ARGV[4] then
   redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
-  redis.call('ZREM', owned_key(SID), name)
+  redis.call('ZREM', ok, name)
+  local n, v = bump(ok)
   if ARGV[5] then touch_part(ARGV[5], tonumber(ARGV[6])) end
   redis.call('PUBLISH', CHANNEL, name .. ' ' .. SID)
+  return {'OK', n, v}
 end
+local v = redis.call('ZSCORE', ok, VERSION)
+local n = redis.call('ZCARD', ok)
+if v then n = n - 1 end
+return {'OK', n, tonumber(v or '0')}
+`, luaAlive, luaKeyLease, luaKeyOwned, luaVersion, luaTouchPart, luaChannel)
+
+	// ARGV[3]: the lease name. Reply: OK and the holder (see luaHolder), or
+	// OK alone if the lease is free.
+	scriptHolder = newScript("holder", `
+if not alive(SID) then return {'EXPIRED'} end
+local h = holder(redis.call('HMGET', lease_key(ARGV[3]), 's', 't'))
+if h then return {'OK', h[1], h[2], h[3], h[4]} end
 return {'OK'}
-`, luaAlive, luaKeyLease, luaKeyOwned, luaTouchPart, luaChannel)
+`, luaAlive, luaHolder, luaKeyLease)
 
 	// ARGV[3]: the lease name; ARGV[4]: the token; ARGV[5]: the value.
 	scriptPutValue = newScript("put value", `
@@ -625,14 +662,9 @@ func (b *Backend) run(ctx context.Context, sc *script, what string, sid any, arg
 }
 
 // unavailable wraps a driver error, which means the store could not be
-// reached, did not answer in time, or refused to serve (an error reply). If
-// the call's context ended, the error wraps the context's error too: go-redis
-// reports a deadline it turned into a socket timeout as an i/o timeout.
+// reached, did not answer in time, or refused to serve (an error reply).
 func (b *Backend) unavailable(ctx context.Context, what string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-		return fmt.Errorf("simbaredis: %s: %w: %w: %w", what, backends.ErrUnavailable, ctxErr, err)
-	}
-	return fmt.Errorf("simbaredis: %s: %w: %w", what, backends.ErrUnavailable, err)
+	return storeerr.Unavailable(ctx, "simbaredis", what, err)
 }
 
 func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }

@@ -68,8 +68,8 @@ func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 }
 
 func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, error) {
-	if err := backends.ValidateName(name); err != nil {
-		return backends.Grant{}, fmt.Errorf("simbaredis: acquire: %w", err)
+	if err := args.Name("acquire", name); err != nil {
+		return backends.Grant{}, err
 	}
 	var r reply
 	var err error
@@ -87,13 +87,15 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 		if tok <= 0 {
 			return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: token %q from Redis", name, r.str(1))
 		}
-		g := backends.Grant{Token: backends.Token(tok)}
-		if len(r) > 2 {
-			g.Value = []byte(r.str(2))
+		g := backends.Grant{Token: backends.Token(tok), Digest: backends.Digest{Leases: int(r.int(2)), Version: uint64(r.int(3))}}
+		if len(r) > 4 {
+			if v, ok := r[4].(string); ok {
+				g.Value = []byte(v)
+			}
 		}
 		return g, nil
 	case "HELD":
-		return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: %w", name, backends.ErrLeaseHeld)
+		return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: %w", name, &backends.HeldError{Name: name, Holder: holder(r)})
 	case "RECOVERING":
 		wait := fromMicros(r.int(1))
 		s.b.logGuard(wait)
@@ -104,9 +106,9 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 	return backends.Grant{}, s.b.unexpected("acquire", r)
 }
 
-func (s *session) Release(ctx context.Context, name string, token backends.Token) error {
-	if err := backends.ValidateName(name); err != nil {
-		return fmt.Errorf("simbaredis: release: %w", err)
+func (s *session) Release(ctx context.Context, name string, token backends.Token) (backends.Digest, error) {
+	if err := args.Name("release", name); err != nil {
+		return backends.Digest{}, err
 	}
 	var r reply
 	var err error
@@ -116,21 +118,44 @@ func (s *session) Release(ctx context.Context, name string, token backends.Token
 		r, err = s.b.run(ctx, scriptRelease, "release", s.idArg, name, int64(token))
 	}
 	if err != nil {
-		return err
+		return backends.Digest{}, err
 	}
 	if r.status() != "OK" {
-		return s.b.unexpected("release", r)
+		return backends.Digest{}, s.b.unexpected("release", r)
 	}
-	return nil
+	return backends.Digest{Leases: int(r.int(1)), Version: uint64(r.int(2))}, nil
+}
+
+func (s *session) Holder(ctx context.Context, name string) (backends.Holder, error) {
+	if err := args.Name("holder", name); err != nil {
+		return backends.Holder{}, err
+	}
+	r, err := s.b.run(ctx, scriptHolder, "holder", s.idArg, name)
+	if err != nil {
+		return backends.Holder{}, err
+	}
+	if r.status() != "OK" {
+		return backends.Holder{}, s.b.unexpected("holder", r)
+	}
+	if len(r) < 5 {
+		return backends.Holder{}, nil
+	}
+	return holder(r), nil
+}
+
+// holder decodes the holder in elements 1 to 4 of a reply (see luaHolder).
+func holder(r reply) backends.Holder {
+	return backends.Holder{
+		Session:   backends.SessionID(r.str(1)),
+		Token:     backends.Token(r.int(2)),
+		Remaining: fromMicros(r.int(3)),
+		Identity:  r.str(4),
+	}
 }
 
 func (s *session) PutValue(ctx context.Context, name string, token backends.Token, value []byte) error {
-	if err := backends.ValidateName(name); err != nil {
-		return fmt.Errorf("simbaredis: put value: %w", err)
-	}
-	if len(value) > backends.MaxValueSize {
-		return fmt.Errorf("simbaredis: put value %q: %d bytes, want at most %d: %w",
-			name, len(value), backends.MaxValueSize, backends.ErrValueTooLarge)
+	if err := args.Value("put value", name, value); err != nil {
+		return err
 	}
 	r, err := s.b.run(ctx, scriptPutValue, "put value", s.idArg, name, int64(token), value)
 	if err != nil {
@@ -146,8 +171,8 @@ func (s *session) PutValue(ctx context.Context, name string, token backends.Toke
 }
 
 func (s *session) Join(ctx context.Context, group string, partitions int) error {
-	if err := backends.ValidateGroup(group, partitions); err != nil {
-		return fmt.Errorf("simbaredis: join: %w", err)
+	if err := args.Group("join", group, partitions); err != nil {
+		return err
 	}
 	r, err := s.b.run(ctx, scriptJoin, "join", s.idArg, group, partitions)
 	if err != nil {
@@ -164,8 +189,8 @@ func (s *session) Join(ctx context.Context, group string, partitions int) error 
 }
 
 func (s *session) Leave(ctx context.Context, group string) error {
-	if err := backends.ValidateName(group); err != nil {
-		return fmt.Errorf("simbaredis: leave: %w", err)
+	if err := args.Name("leave", group); err != nil {
+		return err
 	}
 	r, err := s.b.run(ctx, scriptLeave, "leave", s.idArg, group)
 	if err != nil {
@@ -178,8 +203,8 @@ func (s *session) Leave(ctx context.Context, group string) error {
 }
 
 func (s *session) Members(ctx context.Context, group string) (backends.GroupView, error) {
-	if err := backends.ValidateName(group); err != nil {
-		return backends.GroupView{}, fmt.Errorf("simbaredis: members: %w", err)
+	if err := args.Name("members", group); err != nil {
+		return backends.GroupView{}, err
 	}
 	r, err := s.b.run(ctx, scriptMembers, "members", s.idArg, group)
 	if err != nil {
@@ -242,7 +267,7 @@ func (s *session) Close(ctx context.Context) error {
 // returned stop waits for a call of fn in progress, so fn must not call its
 // own stop. The package documentation describes the subscription.
 func (s *session) Watch(name string, fn func()) (stop func()) {
-	return s.b.notify.watch(s.id, name, fn)
+	return s.b.feed.Watch(s.id, name, fn)
 }
 
 // unexpected reports a status a script should not return.

@@ -84,11 +84,11 @@ func gated(b backends.Backend, g *gate) backends.Backend {
 	return gb
 }
 
-func (b gatedBackend) OpenSession(ctx context.Context, ttl time.Duration) (backends.Session, backends.Renewal, error) {
+func (b gatedBackend) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
 	if err := b.g.pass(ctx); err != nil {
 		return nil, backends.Renewal{}, err
 	}
-	s, r, err := b.Backend.OpenSession(ctx, ttl)
+	s, r, err := b.Backend.OpenSession(ctx, opts)
 	if err != nil {
 		return nil, r, err
 	}
@@ -129,8 +129,12 @@ func (s gatedSession) Acquire(ctx context.Context, name string) (backends.Grant,
 	return through(ctx, s.g, func() (backends.Grant, error) { return s.s.Acquire(ctx, name) })
 }
 
-func (s gatedSession) Release(ctx context.Context, name string, token backends.Token) error {
-	return s.errOnly(ctx, func() error { return s.s.Release(ctx, name, token) })
+func (s gatedSession) Release(ctx context.Context, name string, token backends.Token) (backends.Digest, error) {
+	return through(ctx, s.g, func() (backends.Digest, error) { return s.s.Release(ctx, name, token) })
+}
+
+func (s gatedSession) Holder(ctx context.Context, name string) (backends.Holder, error) {
+	return through(ctx, s.g, func() (backends.Holder, error) { return s.s.Holder(ctx, name) })
 }
 
 func (s gatedSession) PutValue(ctx context.Context, name string, token backends.Token, v []byte) error {

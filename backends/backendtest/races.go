@@ -1,0 +1,266 @@
+package backendtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// T2, F5: many sessions acquiring and releasing one name concurrently. Each
+// winner records its token while it holds the lease (the store makes the
+// holds one after another), so the record is in term order: the tokens must
+// increase strictly along it. A store that takes the token before it locks
+// the lease record (PostgreSQL's nextval() before the row lock) can give a
+// later term a lower token, and fails here.
+func testTermOrder(t *testing.T, h *Harness) {
+	e := newEnv(t, h)
+	const sessions, terms = 8, 10 // terms won per session
+	var (
+		mu     sync.Mutex
+		order  []backends.Token
+		failed []error
+	)
+	ss := make([]backends.Session, sessions)
+	for i := range ss {
+		ss[i], _ = e.open()
+	}
+	concurrently(sessions, func(i int) {
+		s := ss[i]
+		for won := 0; won < terms && e.ctx.Err() == nil; {
+			g, err := s.Acquire(e.ctx, "lease")
+			if errors.Is(err, backends.ErrLeaseHeld) {
+				continue
+			}
+			if err == nil {
+				mu.Lock()
+				order = append(order, g.Token)
+				mu.Unlock()
+				_, err = s.Release(e.ctx, "lease", g.Token)
+				won++
+			}
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, err)
+				mu.Unlock()
+				return
+			}
+		}
+	})
+	if len(failed) > 0 {
+		t.Fatalf("acquire/release failed: %v", errors.Join(failed...))
+	}
+	if len(order) != sessions*terms {
+		t.Fatalf("%d terms won; want %d", len(order), sessions*terms)
+	}
+	for i := 1; i < len(order); i++ {
+		if order[i] <= order[i-1] {
+			t.Errorf("term %d has token %d after term %d's %d; want strictly increasing tokens in term order (T2)",
+				i, order[i], i-1, order[i-1])
+		}
+	}
+}
+
+// S3: a keep-alive racing the takeover of its session's lease at the moment
+// the session expires. Whichever the store handles first wins, but never
+// both: once another session's Acquire of the lease has returned, no
+// keep-alive of the old session sent after that may succeed (its session is
+// over and never comes back), and no renewal that succeeded can be followed
+// by a takeover before its time to live has passed. A store that re-checks an
+// expiry with a stale clock after waiting for a lock (PostgreSQL's now() in
+// an UPDATE … WHERE) renews an expired session, and fails here.
+func testKeepAliveRacesTakeover(t *testing.T, h *Harness) {
+	e := newEnv(t, h)
+	for round := range 3 {
+		a, _ := e.open()
+		b, _ := e.open()
+		name := fmt.Sprintf("lease-%d", round)
+		e.acquire(a, name)
+		sentAt := time.Now()
+		r := e.keepAlive(a)
+		// Race from a little before the expiry to a little after it.
+		from := sentAt.Add(r.Remaining - h.ExpiryGrace/4)
+		until := sentAt.Add(r.Remaining + h.ExpiryGrace)
+		time.Sleep(time.Until(from))
+
+		type renewal struct {
+			sent  time.Time
+			until time.Time // what it granted, from when it was sent
+		}
+		var (
+			renewals []renewal
+			taken    time.Time // when b's Acquire returned a grant
+			mu       sync.Mutex
+		)
+		concurrently(2, func(i int) {
+			for time.Now().Before(until) {
+				if i == 0 {
+					sent := time.Now()
+					ka, err := a.KeepAlive(e.ctx)
+					if errors.Is(err, backends.ErrSessionExpired) {
+						return
+					}
+					if err == nil {
+						mu.Lock()
+						renewals = append(renewals, renewal{sent, sent.Add(ka.Remaining)})
+						mu.Unlock()
+						// a is renewed: stop renewing, so it can expire.
+						time.Sleep(time.Until(until))
+						return
+					}
+				} else {
+					_, err := b.Acquire(e.ctx, name)
+					if err == nil {
+						mu.Lock()
+						taken = time.Now()
+						mu.Unlock()
+						return
+					}
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+		for _, rn := range renewals {
+			if !taken.IsZero() && rn.sent.After(taken) {
+				t.Errorf("round %d: a keep-alive sent %v after another session took the lease succeeded (S3: an expired session came back)",
+					round, rn.sent.Sub(taken))
+			}
+			if !taken.IsZero() && taken.Before(rn.until.Add(-h.ExpiryGrace)) && rn.sent.Before(taken) {
+				t.Errorf("round %d: the lease was taken %v before the renewal sent %v earlier expired",
+					round, rn.until.Sub(taken), taken.Sub(rn.sent))
+			}
+		}
+		if taken.IsZero() && len(renewals) == 0 {
+			t.Errorf("round %d: neither the keep-alive nor the takeover succeeded", round)
+		}
+		if !taken.IsZero() {
+			if _, err := a.KeepAlive(e.ctx); !errors.Is(err, backends.ErrSessionExpired) {
+				t.Errorf("round %d: KeepAlive of the session whose lease was taken = %v; want ErrSessionExpired", round, err)
+			}
+		}
+	}
+}
+
+// §12: a call whose context has ended returns promptly, with an error that
+// wraps the context's error, and leaves the session usable.
+func testEndedContext(t *testing.T, h *Harness) {
+	e := newEnv(t, h)
+	a, _ := e.open()
+	g := e.acquire(a, "lease")
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	slack := max(h.TTL/4, 250*time.Millisecond)
+	check := func(what string, call func(ctx context.Context) error) {
+		t.Helper()
+		start := time.Now()
+		err := call(ctx)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with an ended context = %v; want an error wrapping context.Canceled", what, err)
+		}
+		if took := time.Since(start); took > slack {
+			t.Errorf("%s with an ended context took %v; want it to return at once", what, took)
+		}
+	}
+	check("KeepAlive", func(ctx context.Context) error { _, err := a.KeepAlive(ctx); return err })
+	check("Acquire", func(ctx context.Context) error { _, err := a.Acquire(ctx, "other"); return err })
+	check("Release", func(ctx context.Context) error { _, err := a.Release(ctx, "lease", g.Token); return err })
+	check("PutValue", func(ctx context.Context) error { return a.PutValue(ctx, "lease", g.Token, []byte("v")) })
+	check("Holder", func(ctx context.Context) error { _, err := a.Holder(ctx, "lease"); return err })
+	check("Owned", func(ctx context.Context) error { _, _, err := a.Owned(ctx); return err })
+	check("Members", func(ctx context.Context) error { _, err := a.Members(ctx, "group"); return err })
+	check("OpenSession", func(ctx context.Context) error {
+		s, _, err := e.b.OpenSession(ctx, backends.SessionOptions{TTL: h.TTL})
+		if err == nil {
+			closeQuietly(s)
+		}
+		return err
+	})
+	// The session is still usable, and a call that ran anyway (the store
+	// may have received it) left a state the store reports consistently.
+	ka := e.keepAlive(a)
+	held, d := e.owned(a)
+	if d.Leases != len(held) || d != ka.Digest {
+		t.Errorf("after calls with an ended context: Owned %v with digest %+v, keep-alive digest %+v; want them to agree", held, d, ka.Digest)
+	}
+	holds := slices.Contains(held, backends.Held{Name: "lease", Token: g.Token})
+	if got, err := a.Holder(e.ctx, "lease"); err != nil || holds != (got.Session == a.ID()) {
+		t.Errorf("after calls with an ended context: Owned %v, Holder(lease) = %+v, %v; want them to agree", held, got, err)
+	}
+}
+
+// §12: after Backend.Close (for backends that implement io.Closer), every
+// call fails with an error wrapping ErrClosed, and closing again is fine.
+func testBackendClosed(t *testing.T, h *Harness) {
+	e := newEnv(t, h)
+	cl, ok := e.b.(io.Closer)
+	if !ok {
+		t.Skipf("backend (%T) does not implement io.Closer", e.b)
+	}
+	a, _ := e.open()
+	g := e.acquire(a, "lease")
+	if err := a.Close(e.ctx); err != nil {
+		t.Fatalf("closing the session: %v", err)
+	}
+	s, _ := e.open()
+	if err := cl.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	_, _, err := e.b.OpenSession(e.ctx, backends.SessionOptions{TTL: h.TTL})
+	wantErr(t, err, backends.ErrClosed, "OpenSession after Close")
+	_, err = s.KeepAlive(e.ctx)
+	wantErr(t, err, backends.ErrClosed, "KeepAlive after the backend's Close")
+	_, err = s.Acquire(e.ctx, "lease")
+	wantErr(t, err, backends.ErrClosed, "Acquire after the backend's Close")
+	_, err = s.Holder(e.ctx, "lease")
+	wantErr(t, err, backends.ErrClosed, "Holder after the backend's Close")
+	_, err = s.Release(e.ctx, "lease", g.Token)
+	wantErr(t, err, backends.ErrClosed, "Release after the backend's Close")
+	if sc, ok := e.b.(backends.StoreClock); ok {
+		_, err = sc.StoreTime(e.ctx)
+		wantErr(t, err, backends.ErrClosed, "StoreTime after Close")
+	}
+	if err := cl.Close(); err != nil {
+		t.Errorf("second Close = %v; want nil", err)
+	}
+}
+
+// S1, T2, F5: a durable store (PostgreSQL, ZooKeeper) that restarts keeps its
+// sessions, leases, values and token counter: once it answers again, a
+// session whose time to live has not run out renews, still holds its lease
+// (others are refused), and the next tokens are greater than those before.
+// Skipped unless the harness has NewDurable.
+func testDurableRestart(t *testing.T, h *Harness) {
+	if h.NewDurable == nil {
+		t.Skip("Harness.NewDurable is nil")
+	}
+	b, restart := h.NewDurable(t)
+	e := envOn(t, h, b)
+	a, _ := e.open()
+	g := e.acquire(a, "lease")
+	if err := a.PutValue(e.ctx, "lease", g.Token, []byte("kept")); err != nil {
+		t.Fatalf("PutValue: %v", err)
+	}
+	gx := e.acquire(a, "other")
+	e.release(a, "other", gx.Token)
+	e.keepAlive(a)
+	restart()
+
+	var err error
+	if !e.eventually(h.TTL, func() bool { _, err = a.KeepAlive(e.ctx); return err == nil }) {
+		t.Fatalf("KeepAlive after the restart still fails: %v", err)
+	}
+	c, _ := e.open()
+	e.wantHeldBy(a, c, "lease", g.Token)
+	if g2 := e.acquire(a, "lease"); string(g2.Value) != "kept" || g2.Token != g.Token {
+		t.Errorf("re-Acquire after the restart = token %d, value %q; want %d and %q", g2.Token, g2.Value, g.Token, "kept")
+	}
+	if g3 := e.acquire(c, "other"); g3.Token <= g.Token || g3.Token <= gx.Token {
+		t.Errorf("token after the restart = %d; want > %d, the last before it (F5)", g3.Token, max(g.Token, gx.Token))
+	}
+}
