@@ -9,7 +9,7 @@
 //	zk://host:2181,host2:2181/chroot          ZooKeeper (not built into this version)
 //
 // Credentials in a URL never appear in an error: [Redact] replaces the
-// password with "xxxxx".
+// password (and the query, which may hold one) with "xxxxx".
 //
 // A backend opened here is closed through the io.Closer that [Open]
 // returns, after the clients that use it are closed.
@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/internal/redact"
 	"github.com/simba-go/simba/backends/memory"
 	simbaredis "github.com/simba-go/simba/backends/redis"
 )
@@ -50,53 +51,28 @@ func Open(ctx context.Context, rawURL string) (backends.Backend, io.Closer, erro
 			return nil, nil, err // Open redacts the URL itself
 		}
 		return b, b, nil
-	case "postgres", "postgresql", "zk":
-		if _, err := url.Parse(rawURL); err != nil {
-			return nil, nil, fmt.Errorf("simba: backend URL %q is not a valid URL", Redact(rawURL))
-		}
-		return nil, nil, fmt.Errorf("simba: backend URL %q: the %s backend is not built into this version; use memory:, memory:NAME or redis://",
-			Redact(rawURL), name(scheme))
+	case "postgres", "postgresql":
+		return openPostgres(ctx, rawURL)
+	case "zk":
+		return openZooKeeper(ctx, rawURL)
 	}
 	return nil, nil, fmt.Errorf("simba: backend URL %q: unknown scheme %q; want memory:, memory:NAME, postgres://…, redis://… or zk://…",
 		Redact(rawURL), scheme)
 }
 
-func name(scheme string) string {
-	switch strings.ToLower(scheme) {
-	case "postgres", "postgresql":
-		return "PostgreSQL"
-	case "redis", "rediss":
-		return "Redis"
+// notBuilt is the error of a scheme whose backend this version lacks.
+func notBuilt(rawURL, backend string) error {
+	if _, err := url.Parse(rawURL); err != nil {
+		return fmt.Errorf("simba: backend URL %q is not a valid URL", Redact(rawURL))
 	}
-	return "ZooKeeper"
+	return fmt.Errorf("simba: backend URL %q: the %s backend is not built into this version; use memory:, memory:NAME or redis://",
+		Redact(rawURL), backend)
 }
 
-// Redact returns rawURL with any password replaced by "xxxxx", for logs and
-// errors. It redacts even a URL that does not parse, by the userinfo
-// before the first "@" of its authority.
-func Redact(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil && u.User != nil {
-		return u.Redacted()
-	}
-	scheme, rest, ok := strings.Cut(rawURL, "://")
-	if !ok {
-		return rawURL
-	}
-	authority, path, _ := strings.Cut(rest, "/")
-	at := strings.LastIndexByte(authority, '@')
-	if at < 0 {
-		return rawURL
-	}
-	user, _, hasPass := strings.Cut(authority[:at], ":")
-	if !hasPass {
-		return rawURL
-	}
-	redacted := scheme + "://" + user + ":xxxxx" + authority[at:]
-	if len(rest) > len(authority) {
-		redacted += "/" + path
-	}
-	return redacted
-}
+// Redact returns rawURL with its credentials hidden, for logs and errors:
+// the password in its userinfo, whatever characters it holds (an unescaped
+// "/", "#", "@" …), and its query, which may carry one, are replaced.
+func Redact(rawURL string) string { return redact.URL(rawURL) }
 
 type nopCloser struct{}
 

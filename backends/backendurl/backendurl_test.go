@@ -57,9 +57,10 @@ func TestOpenErrors(t *testing.T) {
 
 func TestRedact(t *testing.T) {
 	for in, want := range map[string]string{
-		"redis://:pw@h:6379":           "redis://:xxxxx@h:6379",
-		"postgres://u:pw@h/db?x=1":     "postgres://u:xxxxx@h/db?x=1",
-		"postgres://u@h/db":            "postgres://u@h/db",
+		"redis://:pw@h:6379":           "redis://xxxxx@h:6379",
+		"redis://u:p/w#x@h:6379/0":     "redis://u:xxxxx@h:6379/0",
+		"postgres://u:pw@h/db?x=1":     "postgres://u:xxxxx@h/db?…",
+		"postgres://u@h/db":            "postgres://xxxxx@h/db",
 		"postgres://u:p@w@h:bad port/": "postgres://u:xxxxx@h:bad port/",
 		"memory:jobs":                  "memory:jobs",
 	} {

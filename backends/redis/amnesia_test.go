@@ -20,7 +20,7 @@ func TestAmnesiaRestartWithoutData(t *testing.T) {
 	srv := startRedis(t)
 	admin := newClient(t, srv.addr)
 	p := newProxy(t, srv.addr)
-	isolated := newBackend(t, newClient(t, p.addr()), admin, WithMaxLease(testConfig.LeaseDuration))
+	isolated := newBackend(t, p.client(t), admin, WithMaxLease(testConfig.LeaseDuration))
 	a := startNode(t, "a", isolated, "lease")
 	ta := a.waitElected(5 * time.Second)
 	b := startNode(t, "b", sameNamespace(t, isolated, newClient(t, srv.addr)), "lease")

@@ -53,7 +53,7 @@ func TestConformance(t *testing.T) {
 		},
 		NewCuttable: func(t *testing.T) (backends.Backend, func() func()) {
 			p := newProxy(t, addr)
-			b := newBackend(t, newClient(t, p.addr()), admin, WithMaxLease(maxLease))
+			b := newBackend(t, p.client(t), admin, WithMaxLease(maxLease))
 			return b, func() func() { p.cut(); return p.heal }
 		},
 	})

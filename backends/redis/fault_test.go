@@ -3,7 +3,6 @@ package simbaredis
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +19,7 @@ import (
 func TestCutConnection(t *testing.T) {
 	addr, admin := sharedRedis(t)
 	p := newProxy(t, addr)
-	cutOff := newBackend(t, newClient(t, p.addr()), admin)
+	cutOff := newBackend(t, p.client(t), admin)
 	a := startNode(t, "a", cutOff, "lease")
 	ta := a.waitElected(5 * time.Second)
 	oldSession := a.waitState(runtime.Live, time.Second).Session
@@ -84,7 +83,7 @@ func TestCutConnection(t *testing.T) {
 func TestReplyLatency(t *testing.T) {
 	addr, admin := sharedRedis(t)
 	p := newProxy(t, addr)
-	slow := newBackend(t, newClient(t, p.addr()), admin)
+	slow := newBackend(t, p.client(t), admin)
 	a := startNode(t, "a", slow, "lease")
 	ta := a.waitElected(5 * time.Second)
 
@@ -159,7 +158,7 @@ func TestSessionExpiredBehindBack(t *testing.T) {
 func TestLateRenewalRevivesNothing(t *testing.T) {
 	addr, admin := sharedRedis(t)
 	p := newProxy(t, addr)
-	late := newBackend(t, newClient(t, p.addr()), admin)
+	late := newBackend(t, p.client(t), admin)
 	other := sameNamespace(t, late, newClient(t, addr))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -186,11 +185,7 @@ func TestLateRenewalRevivesNothing(t *testing.T) {
 	}
 
 	// Hold a's requests back for longer than its session lives.
-	name := "upstream-latency"
-	js := `{"name":"` + name + `","type":"latency","stream":"upstream","attributes":{"latency":1500}}`
-	if _, err := p.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-		t.Fatal(err)
-	}
+	p.link.DelayRequests(1500 * time.Millisecond)
 	type result struct {
 		r   backends.Renewal
 		err error
@@ -224,7 +219,7 @@ func TestLateRenewalRevivesNothing(t *testing.T) {
 	if !errors.Is(res.err, backends.ErrSessionExpired) {
 		t.Errorf("late KeepAlive = %+v, %v; want ErrSessionExpired (S3)", res.r, res.err)
 	}
-	p.p.Toxics.RemoveToxic(context.Background(), name)
+	p.link.DelayRequests(0)
 
 	if _, err := a.Release(ctx, "lease", ga.Token); !errors.Is(err, backends.ErrSessionExpired) {
 		t.Errorf("late Release = %v; want ErrSessionExpired", err)
@@ -253,18 +248,14 @@ func TestLateRenewalRevivesNothing(t *testing.T) {
 func TestDeadlineBoundsCalls(t *testing.T) {
 	addr, admin := sharedRedis(t)
 	p := newProxy(t, addr)
-	b := newBackend(t, newClient(t, p.addr()), admin)
+	b := newBackend(t, p.client(t), admin)
 	ctx := context.Background()
 	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const name = "blackhole"
-	js := `{"name":"` + name + `","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`
-	if _, err := p.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-		t.Fatal(err)
-	}
-	defer p.p.Toxics.RemoveToxic(context.Background(), name)
+	p.link.Blackhole()
+	defer p.link.Heal()
 	const timeout = 200 * time.Millisecond
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -16,12 +15,11 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/internal/faultnet"
 	"github.com/simba-go/simba/internal/testservers"
 )
 
@@ -329,62 +327,37 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	return w.w.Write(p)
 }
 
-// toxiServer is the in-process toxiproxy server the tests' proxies belong
-// to (no HTTP API is started).
-var toxiServer = sync.OnceValue(func() *toxiproxy.ApiServer {
-	return toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-})
-
-// proxy is a TCP proxy between a client and Redis, to cut the connection
-// (Stop: open connections are closed and new ones refused), heal it (Start)
-// or slow it (latency toxics).
+// proxy is the network path of a test's client to Redis (a faultnet.Link in
+// its dialer), to cut it (connections closed, new ones refused), heal it, or
+// slow the replies.
 type proxy struct {
-	t *testing.T
-	p *toxiproxy.Proxy
-}
-
-var proxyCount struct {
-	sync.Mutex
-	n int
+	upstream string
+	link     *faultnet.Link
 }
 
 func newProxy(t *testing.T, upstream string) *proxy {
+	return &proxy{upstream: upstream, link: faultnet.New()}
+}
+
+// client returns a client of the upstream Redis through the path, closed
+// when the test ends.
+func (p *proxy) client(t testing.TB) *redis.Client {
 	t.Helper()
-	proxyCount.Lock()
-	proxyCount.n++
-	name := "redis-" + strconv.Itoa(proxyCount.n)
-	proxyCount.Unlock()
-	p := toxiproxy.NewProxy(toxiServer(), name, "127.0.0.1:0", upstream)
-	if err := p.Start(); err != nil {
-		t.Fatalf("starting proxy to %s: %v", upstream, err)
-	}
-	t.Cleanup(func() {
-		p.Toxics.ResetToxics(context.Background())
-		p.Stop()
-	})
-	return &proxy{t: t, p: p}
+	o := clientOptions(p.upstream)
+	o.Dialer = p.link.Dial
+	c := redis.NewClient(o)
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
-func (p *proxy) addr() string { return p.p.Listen }
+// cut closes every connection of the path and refuses new ones.
+func (p *proxy) cut() { p.link.Cut() }
 
-// cut closes every connection through the proxy and refuses new ones.
-func (p *proxy) cut() { p.p.Stop() }
-
-// heal accepts connections again, on the same port.
-func (p *proxy) heal() {
-	p.t.Helper()
-	if err := p.p.Start(); err != nil {
-		p.t.Fatalf("restarting proxy: %v", err)
-	}
-}
+// heal accepts connections again.
+func (p *proxy) heal() { p.link.Heal() }
 
 // delay adds d of latency to everything Redis sends back (the replies).
 func (p *proxy) delay(d time.Duration) (undo func()) {
-	p.t.Helper()
-	name := fmt.Sprintf("latency-%d", time.Now().UnixNano())
-	js := fmt.Sprintf(`{"name":%q,"type":"latency","stream":"downstream","attributes":{"latency":%d}}`, name, d.Milliseconds())
-	if _, err := p.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-		p.t.Fatalf("adding latency toxic: %v", err)
-	}
-	return func() { p.p.Toxics.RemoveToxic(context.Background(), name) }
+	p.link.DelayReplies(d)
+	return func() { p.link.DelayReplies(0) }
 }

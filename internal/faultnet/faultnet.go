@@ -1,0 +1,269 @@
+// Package faultnet puts network faults between a test's client and a real
+// server: it is a dialer (go-redis's Options.Dialer, pgx's
+// ConnConfig.DialFunc, go-zookeeper's zk.WithDialer) whose connections a test
+// can cut, blackhole or slow down. The server is real and so are the
+// connections — a cut closes them (the server sees the client go) and
+// refuses new ones; a blackhole leaves them open but silent, as a dropped
+// route does — only the client's side is steered, so the shared server is
+// never touched.
+//
+// For faults between processes (a node process and its server, the servers
+// of a ZooKeeper ensemble), tests use a TCP proxy instead, in the nested
+// tests module.
+package faultnet
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Link is a client's network path to its servers. The zero Link is not
+// usable; make one with [New]. It is safe for concurrent use.
+type Link struct {
+	mu    sync.Mutex
+	state state
+	heal  chan struct{} // closed when the current cut or blackhole ends
+	delay time.Duration // replies
+	hold  time.Duration // requests
+	conns map[*conn]struct{}
+}
+
+type state int
+
+const (
+	up state = iota
+	cut
+	blackhole
+)
+
+// New returns a Link that is up.
+func New() *Link {
+	return &Link{heal: make(chan struct{}), conns: make(map[*conn]struct{})}
+}
+
+// ErrCut is the error of a dial or an I/O call through a Link that is cut. It
+// wraps syscall.ECONNREFUSED, as a refused connection would.
+var ErrCut = &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+
+// Dial dials addr unless the link is cut (it fails at once) or blackholed
+// (it waits until the link heals or ctx ends). Its signature is go-redis's
+// and pgx's dialer.
+func (l *Link) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if err := l.wait(ctx.Done(), nil); err != nil {
+		if ctx.Err() != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: ctx.Err()}
+		}
+		return nil, err
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return l.wrap(c), nil
+}
+
+// DialTimeout is Dial bounded by timeout. Its signature is go-zookeeper's
+// dialer.
+func (l *Link) DialTimeout(network, addr string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return l.Dial(ctx, network, addr)
+}
+
+// Cut closes every connection made through the link and makes new dials
+// fail with [ErrCut], until [Link.Heal].
+func (l *Link) Cut() {
+	l.mu.Lock()
+	l.state = cut
+	conns := l.conns
+	l.conns = make(map[*conn]struct{})
+	l.mu.Unlock()
+	for c := range conns {
+		c.Conn.Close()
+	}
+}
+
+// Blackhole makes the link silent until [Link.Heal]: connections stay open,
+// but reads and writes wait (until their deadline, or the heal), and new
+// dials wait too — as when packets are dropped.
+func (l *Link) Blackhole() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.state = blackhole
+}
+
+// Heal ends a cut or a blackhole: dials succeed again, and the reads and
+// writes that waited in a blackhole go on.
+func (l *Link) Heal() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != up {
+		l.state = up
+		close(l.heal)
+		l.heal = make(chan struct{})
+	}
+}
+
+// DelayReplies holds every reply (every read that returns data) for d
+// before the client sees it, from now on; 0 ends the delay. The server
+// handled the request on time; only the client learns late.
+func (l *Link) DelayReplies(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.delay = d
+}
+
+// DelayRequests holds every request (every write) for d before it goes to
+// the server, from now on; 0 ends the delay. The server handles the request
+// late, as after a retry or a long queue.
+func (l *Link) DelayRequests(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.hold = d
+}
+
+func (l *Link) wrap(c net.Conn) net.Conn {
+	w := &conn{Conn: c, l: l}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state == cut {
+		c.Close()
+	} else {
+		l.conns[w] = struct{}{}
+	}
+	return w
+}
+
+// wait returns nil while the link is up; an error at once while it is cut;
+// and while it is blackholed, waits until it heals (nil), or done or
+// deadline fires (an error).
+func (l *Link) wait(done <-chan struct{}, deadline <-chan time.Time) error {
+	for {
+		l.mu.Lock()
+		st, heal := l.state, l.heal
+		l.mu.Unlock()
+		switch st {
+		case up:
+			return nil
+		case cut:
+			return ErrCut
+		}
+		select {
+		case <-heal:
+		case <-done:
+			return context.DeadlineExceeded
+		case <-deadline:
+			return os.ErrDeadlineExceeded
+		}
+	}
+}
+
+// conn is a connection made through a Link.
+type conn struct {
+	net.Conn
+	l *Link
+
+	mu            sync.Mutex
+	readDeadline  time.Time
+	writeDeadline time.Time
+}
+
+func (c *conn) timer(deadline time.Time) (<-chan time.Time, func()) {
+	if deadline.IsZero() {
+		return nil, func() {}
+	}
+	t := time.NewTimer(time.Until(deadline))
+	return t.C, func() { t.Stop() }
+}
+
+func (c *conn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	dl := c.readDeadline
+	c.mu.Unlock()
+	fire, stop := c.timer(dl)
+	defer stop()
+	if err := c.l.wait(nil, fire); err != nil {
+		return 0, c.opError("read", err)
+	}
+	n, err := c.Conn.Read(p)
+	c.l.mu.Lock()
+	d := c.l.delay
+	c.l.mu.Unlock()
+	if n > 0 && d > 0 {
+		select {
+		case <-time.After(d):
+		case <-fire:
+			// The data arrived, but after the deadline: the client sees a
+			// timeout, and the bytes are lost with the connection.
+			c.Conn.Close()
+			return 0, c.opError("read", os.ErrDeadlineExceeded)
+		}
+	}
+	if err2 := c.l.wait(nil, fire); err2 != nil && err == nil {
+		return 0, c.opError("read", err2)
+	}
+	return n, err
+}
+
+func (c *conn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	dl := c.writeDeadline
+	c.mu.Unlock()
+	fire, stop := c.timer(dl)
+	defer stop()
+	if err := c.l.wait(nil, fire); err != nil {
+		return 0, c.opError("write", err)
+	}
+	c.l.mu.Lock()
+	hold := c.l.hold
+	c.l.mu.Unlock()
+	if hold > 0 {
+		select {
+		case <-time.After(hold):
+		case <-fire:
+			return 0, c.opError("write", os.ErrDeadlineExceeded)
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *conn) opError(op string, err error) error {
+	if errors.Is(err, ErrCut) {
+		return err
+	}
+	return &net.OpError{Op: op, Net: "tcp", Addr: c.RemoteAddr(), Err: err}
+}
+
+func (c *conn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.readDeadline, c.writeDeadline = t, t
+	c.mu.Unlock()
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *conn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.readDeadline = t
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *conn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.writeDeadline = t
+	c.mu.Unlock()
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *conn) Close() error {
+	c.l.mu.Lock()
+	delete(c.l.conns, c)
+	c.l.mu.Unlock()
+	return c.Conn.Close()
+}

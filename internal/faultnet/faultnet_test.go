@@ -1,0 +1,150 @@
+package faultnet
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// echo starts a line echo server on loopback.
+func echo(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := c.Write([]byte(line)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func roundTrip(c net.Conn, timeout time.Duration) error {
+	c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err == nil && line != "ping\n" {
+		err = errors.New("wrong echo " + line)
+	}
+	return err
+}
+
+func TestCutAndHeal(t *testing.T) {
+	addr := echo(t)
+	l := New()
+	c, err := l.Dial(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := roundTrip(c, time.Second); err != nil {
+		t.Fatalf("round trip while up: %v", err)
+	}
+	l.Cut()
+	if err := roundTrip(c, time.Second); err == nil {
+		t.Error("round trip on a cut connection succeeded")
+	}
+	if _, err := l.Dial(context.Background(), "tcp", addr); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("dial while cut = %v; want connection refused", err)
+	}
+	l.Heal()
+	c2, err := l.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatalf("dial after heal: %v", err)
+	}
+	defer c2.Close()
+	if err := roundTrip(c2, time.Second); err != nil {
+		t.Errorf("round trip after heal: %v", err)
+	}
+}
+
+func TestBlackhole(t *testing.T) {
+	addr := echo(t)
+	l := New()
+	c, err := l.Dial(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l.Blackhole()
+	start := time.Now()
+	err = roundTrip(c, 100*time.Millisecond)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("round trip in a blackhole = %v; want a timeout", err)
+	}
+	if took := time.Since(start); took < 90*time.Millisecond || took > time.Second {
+		t.Errorf("round trip in a blackhole returned after %v; want at its 100ms deadline", took)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := l.Dial(ctx, "tcp", addr); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("dial in a blackhole = %v; want its context's deadline", err)
+	}
+	// A call waiting in the blackhole goes on when it heals.
+	done := make(chan error, 1)
+	c3, err := net.Dial("tcp", addr) // not through the link
+	if err != nil {
+		t.Fatal(err)
+	}
+	c3.Close()
+	go func() { done <- roundTrip(c, 5*time.Second) }()
+	time.Sleep(50 * time.Millisecond)
+	l.Heal()
+	if err := <-done; err != nil {
+		t.Errorf("round trip across the heal: %v", err)
+	}
+}
+
+func TestDelay(t *testing.T) {
+	addr := echo(t)
+	l := New()
+	c, err := l.Dial(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, delay := range []func(time.Duration){l.DelayReplies, l.DelayRequests} {
+		delay(80 * time.Millisecond)
+		start := time.Now()
+		if err := roundTrip(c, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < 80*time.Millisecond {
+			t.Errorf("delayed round trip took %v; want at least 80ms", took)
+		}
+		if err := roundTrip(c, 40*time.Millisecond); err == nil {
+			t.Error("a round trip whose deadline is shorter than the delay succeeded")
+		}
+		delay(0)
+		c.Close()
+		if c, err = l.Dial(context.Background(), "tcp", addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
