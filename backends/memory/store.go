@@ -306,8 +306,8 @@ func (s *Store) OpenSession(ctx context.Context, opts backends.SessionOptions) (
 			id:       sessionid.New(),
 			identity: opts.Identity,
 			ttl:      ttl,
-			expiry: now + int64(ttl),
-			owned:  make(map[string]backends.Token),
+			expiry:   now + int64(ttl),
+			owned:    make(map[string]backends.Token),
 		}
 		s.sessions[rec.id] = rec
 		heap.Push(&s.expiries, rec)

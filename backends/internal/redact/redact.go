@@ -77,7 +77,9 @@ func params(s string) string {
 	return b.String()
 }
 
-func isSep(c byte) bool { return c == '&' || c == '?' || c == ';' || c == ' ' || c == '\t' || c == '\n' }
+func isSep(c byte) bool {
+	return c == '&' || c == '?' || c == ';' || c == ' ' || c == '\t' || c == '\n'
+}
 
 func isSecret(key string) bool {
 	key = strings.ToLower(key)
