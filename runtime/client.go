@@ -110,7 +110,7 @@ func NewClient(b backends.Backend, cfg Config, opts ...Option) (*Client, error) 
 	}
 	c := &Client{
 		backend:  b,
-		cfg:      cfg.orDefault(),
+		cfg:      cfg.withDefaults(),
 		logger:   o.logger,
 		observer: o.observer,
 		exec:     o.exec,
@@ -124,7 +124,7 @@ func NewClient(b backends.Backend, cfg Config, opts ...Option) (*Client, error) 
 		events:   newSerialQueue(nil),
 	}
 	c.notes.signal = make(chan struct{}, 1)
-	c.m = newMachine(c.cfg, o.seed, c.now, c)
+	c.m = newMachine(c.cfg.effective(), o.seed, c.now, c)
 	c.timer = time.NewTimer(time.Hour)
 	c.timer.Stop()
 	c.wg.Add(1)

@@ -206,7 +206,7 @@ func (c *Client) followHolder(ctx context.Context, name string, ch chan<- Holder
 				last = &hh
 			}
 			if remaining > 0 {
-				wait = min(wait, time.Duration(float64(remaining)*(1+c.cfg.Drift))+time.Millisecond)
+				wait = min(wait, time.Duration(float64(remaining)*(1+c.m.cfg.Drift))+time.Millisecond)
 			}
 			if h.Free() && quick > 0 {
 				// Released: a candidate takes it within a few round trips.
