@@ -1,9 +1,6 @@
 package backends
 
-import (
-	"errors"
-	"strconv"
-)
+import "errors"
 
 // Sentinel errors. Backends return them wrapped (fmt.Errorf("...: %w", ErrX))
 // so that callers test them with errors.Is. Any error that wraps none of them
@@ -63,15 +60,13 @@ type HeldError struct {
 	Holder Holder // its holder, as the store saw it when it refused
 }
 
-// Error implements error.
+// Error implements error: "held by node-2 (session 3fa0…)". The lease name
+// is left to the errors that wrap it, which name it already.
 func (e *HeldError) Error() string {
-	who := string(e.Holder.Session)
 	if e.Holder.Identity != "" {
-		who = e.Holder.Identity + " (session " + who + ")"
-	} else {
-		who = "session " + who
+		return "held by " + e.Holder.Identity + " (session " + string(e.Holder.Session) + ")"
 	}
-	return "lease " + strconv.Quote(e.Name) + " is held by " + who
+	return "held by session " + string(e.Holder.Session)
 }
 
 // Is reports whether target is [ErrLeaseHeld].

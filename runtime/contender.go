@@ -43,15 +43,17 @@ type TaskFunc func(ctx context.Context, t *Term) error
 type contender struct {
 	name            string
 	cat             category
-	listener        Listener      // nil if none
-	task            TaskFunc      // nil if none
-	taskEndCooldown time.Duration // step-down cooldown when the task returns early
-	tryOnce         bool          // TryLock: one attempt
-	lockW           waiter        // Lock/TryLock: who gets the term
-	queue           *serialQueue  // the driver's callback dispatcher
-	group           *groupState   // the partition's group, if this is a partition
-	part            int           // the partition index
-	info            *runInfo      // the driver's schedule status, if any
+	listener        Listener            // nil if none
+	task            TaskFunc            // nil if none
+	taskEndCooldown time.Duration       // step-down cooldown when the task returns early
+	tryOnce         bool                // TryLock: one attempt
+	lockW           waiter              // Lock/TryLock: who gets the term
+	waiting         bool                // a Lock queued behind another Lock of the name on this client
+	refusal         *backends.HeldError // the last refused attempt's holder, if any
+	queue           *serialQueue        // the driver's callback dispatcher
+	group           *groupState         // the partition's group, if this is a partition
+	part            int                 // the partition index
+	info            *runInfo            // the driver's schedule status, if any
 
 	phase         phase
 	attempt       uint64 // in-flight acquire, 0 if none
@@ -96,9 +98,25 @@ func (m *machine) start(now mono, c *contender) error {
 	if m.closing != nil || m.state == Closed {
 		return ErrClosed
 	}
+	if ex, dup := m.byName[c.name]; dup && ex.cat == catLock && c.cat == catLock {
+		// Locks of one name on one client take turns, first come, first
+		// served, as with a sync.Mutex; TryLock does not wait.
+		if c.tryOnce {
+			return fmt.Errorf("simba: lock %q: %w: another Lock on this client holds or awaits it", c.name, ErrLeaseHeld)
+		}
+		c.waiting = true
+		m.lockQueue[c.name] = append(m.lockQueue[c.name], c)
+		return nil
+	}
 	if _, dup := m.byName[c.name]; dup || m.reserved(c.name) {
 		return fmt.Errorf("%w: %q", ErrNameInUse, c.name)
 	}
+	m.contend(c)
+	return nil
+}
+
+// contend registers c and makes it a candidate.
+func (m *machine) contend(c *contender) {
 	m.add(c)
 	c.phase = phCandidate
 	c.retryAt = m.now
@@ -106,7 +124,6 @@ func (m *machine) start(now mono, c *contender) error {
 		m.emit(effect{kind: effWatch, req: request{gen: s.gen, name: c.name}})
 		m.wake(c)
 	}
-	return nil
 }
 
 // wake re-evaluates c when its timer fires or something it waits for changed.
@@ -170,7 +187,10 @@ func (m *machine) acquireDone(p *pendingReq, res result) {
 		// (a crashed holder is not renewed). The remaining time was measured
 		// when the store handled the call, before now; allow for Drift.
 		var he *backends.HeldError
-		if errors.As(res.err, &he) && he.Holder.Remaining > 0 {
+		if errors.As(res.err, &he) {
+			c.refusal = he
+		}
+		if he != nil && he.Holder.Remaining > 0 {
 			wait := time.Duration(float64(he.Holder.Remaining)*(1+m.cfg.Drift)) + time.Millisecond
 			retry = min(retry, m.now+wait)
 		}
@@ -185,7 +205,11 @@ func (m *machine) acquireDone(p *pendingReq, res result) {
 		return
 	}
 	if c.tryOnce && res.err != nil && !errors.Is(res.err, backends.ErrSessionExpired) {
-		m.complete(c.lockW, nil, fmt.Errorf("simba: lock %q: %w", c.name, res.err))
+		err := res.err
+		if c.refusal != nil {
+			err = c.refusal // "held by …": the backend's prefix adds nothing
+		}
+		m.complete(c.lockW, nil, fmt.Errorf("simba: lock %q: %w", c.name, err))
 		c.lockW = nil
 		m.stop(c, false, 0, nil)
 		return
@@ -405,6 +429,17 @@ func (m *machine) remove(c *contender) {
 	if s := m.sess; s != nil && c.group == nil { // a group watches its partitions itself
 		m.emit(effect{kind: effUnwatch, req: request{gen: s.gen, name: c.name}})
 	}
+	if q := m.lockQueue[c.name]; c.cat == catLock && len(q) > 0 {
+		// The next Lock of the name on this client takes its turn.
+		next := q[0]
+		if len(q) == 1 {
+			delete(m.lockQueue, c.name)
+		} else {
+			m.lockQueue[c.name] = q[1:]
+		}
+		next.waiting = false
+		m.contend(next)
+	}
 }
 
 // compact drops removed contenders and groups from the ordered lists; it
@@ -455,6 +490,17 @@ func (m *machine) unlock(now mono, t *Term, w waiter) {
 func (m *machine) abandon(now mono, c *contender) {
 	m.advance(now)
 	defer m.settle()
+	if c.waiting {
+		c.waiting = false
+		c.lockW = nil
+		q := slices.DeleteFunc(m.lockQueue[c.name], func(x *contender) bool { return x == c })
+		if len(q) == 0 {
+			delete(m.lockQueue, c.name)
+		} else {
+			m.lockQueue[c.name] = q
+		}
+		return
+	}
 	if c.lockW == nil {
 		return
 	}

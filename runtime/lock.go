@@ -3,29 +3,39 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/simba-go/simba/backends"
 )
 
 // Lock acquires the lease name and returns its term, waiting until it is free
-// or until ctx ends (then it returns ctx's error). Release it with
-// [Client.Unlock]. The term ends early if the session is lost (SPEC H3);
-// watch [Term.Done] and check [Term.EnsureValid] before each step. A lock is
-// not retaken after it ends; its name is then free on this client again.
+// or until ctx ends (then it returns an error that names the lease, says who
+// held it, and wraps ctx's error). Release it with [Client.Unlock].
+//
+// It is a cluster-wide mutex that also serialises the goroutines of this
+// client, as a sync.Mutex does: Locks of one name on one client take turns,
+// first come, first served, one at a time, each turn a term of its own (a new
+// token). Other nodes contend meanwhile as usual, so the next turn here
+// starts once this client wins the lease again.
+//
+// The term ends early if the session is lost (H3): watch [Term.Done] and
+// check [Term.EnsureValid] before each step. A lock is not retaken after it
+// ends; the next Lock of the name on this client takes its turn at once.
 func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
 	return c.lock(ctx, name, false)
 }
 
 // TryLock makes one attempt to acquire the lease name and returns its term,
-// or an error matching [ErrLeaseHeld] if another node holds it. It waits for
-// the session to open, up to ctx's end.
+// or an error matching [ErrLeaseHeld] if another node holds it — or another
+// Lock of this client holds or awaits it, without waiting for its turn. It
+// waits for the session to open, up to ctx's end.
 func (c *Client) TryLock(ctx context.Context, name string) (*Term, error) {
 	return c.lock(ctx, name, true)
 }
 
 func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error) {
 	if err := backends.ValidateName(name); err != nil {
-		return nil, err
+		return nil, err // a *backends.NameError, which names the input
 	}
 	w := make(chan waitResult, 1)
 	ct := &contender{name: name, cat: catLock, tryOnce: once, lockW: w}
@@ -39,7 +49,11 @@ func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error
 	} else if ctx.Err() == nil {
 		return nil, err // the lock's own failure
 	}
-	c.apply(func(now mono) { c.m.abandon(now, ct) })
+	var refusal *backends.HeldError
+	c.apply(func(now mono) {
+		c.m.abandon(now, ct)
+		refusal = ct.refusal
+	})
 	select {
 	case r := <-w: // won just as ctx ended: give it back
 		if r.term != nil {
@@ -47,7 +61,10 @@ func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error
 		}
 	default:
 	}
-	return nil, ctx.Err()
+	if refusal != nil {
+		return nil, fmt.Errorf("simba: lock %q: %w; it was %v", name, ctx.Err(), refusal)
+	}
+	return nil, fmt.Errorf("simba: lock %q: %w", name, ctx.Err())
 }
 
 // Unlock releases the lock held with term t: the term is revoked, then the

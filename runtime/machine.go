@@ -3,7 +3,10 @@ package runtime
 import (
 	"container/heap"
 	"errors"
+	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -44,7 +47,8 @@ type machine struct {
 	pending map[uint64]*pendingReq
 
 	byName     map[string]*contender
-	contenders []*contender // in start order; removed ones are compacted away
+	lockQueue  map[string][]*contender // Locks waiting for their turn, by name
+	contenders []*contender            // in start order; removed ones are compacted away
 	removed    int
 	active     [numCategories]int // contenders not removed, per category
 	groups     map[string]*groupState
@@ -128,6 +132,7 @@ func newMachine(cfg Config, seed uint64, clock func() mono, owner *Client) *mach
 		openBackoff: cfg.MinBackoff,
 		pending:     make(map[uint64]*pendingReq),
 		byName:      make(map[string]*contender),
+		lockQueue:   make(map[string][]*contender),
 		groups:      make(map[string]*groupState),
 	}
 }
@@ -530,6 +535,13 @@ func (m *machine) closeStep() {
 	// Each category is stopped once, when its turn comes; then the counts
 	// tell when it is done, so that each input costs O(1) while closing.
 	op := m.closing
+	for _, name := range slices.Sorted(maps.Keys(m.lockQueue)) {
+		for _, c := range m.lockQueue[name] {
+			c.waiting = false
+			m.complete(c.lockW, nil, fmt.Errorf("simba: lock %q: %w", name, ErrClosed))
+		}
+		delete(m.lockQueue, name)
+	}
 	for cat := range category(numCategories) {
 		if !op.stopped[cat] {
 			op.stopped[cat] = true
