@@ -92,7 +92,9 @@ func NewClient(b backends.Backend, cfg Config, opts ...Option) (*Client, error) 
 	}
 	var o options
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil { // as with a nil io.Writer, a nil option is none
+			opt(&o)
+		}
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)

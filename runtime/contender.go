@@ -347,6 +347,9 @@ func (m *machine) releaseDone(p *pendingReq, res result) {
 			s.recheck = true
 			m.event(Event{Kind: EventBackendError, Name: p.req.name, Err: res.err})
 		}
+		if m.closing != nil {
+			m.closing.errs = append(m.closing.errs, fmt.Errorf("lease %q not released: %w", p.req.name, res.err))
+		}
 	}
 	if c := p.c; c != nil && c.term == p.term && c.phase == phHandoff {
 		m.afterRelease(c)

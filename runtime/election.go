@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -96,7 +97,9 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 	}
 	ct := &contender{name: name, cat: catElection, listener: l, taskEndCooldown: c.cfg.RenewInterval}
 	for _, opt := range opts {
-		opt(ct)
+		if opt != nil {
+			opt(ct)
+		}
 	}
 	if ct.taskEndCooldown < 0 {
 		return nil, &ConfigError{"WithTaskEndCooldown", ct.taskEndCooldown.String(), ">= 0"}
@@ -168,8 +171,9 @@ func (c *Client) stop(ctx context.Context, ct *contender, stepDown bool, cooldow
 // says otherwise), so that leadership never sits idle on a node whose task
 // ended; a returned error or panic is reported to the log and the observer.
 //
-// It returns an error only if the election cannot start (an invalid name, a
-// name in use, a closed client).
+// It returns an error if the election cannot start (an invalid name, a name
+// in use, a closed client), or one matching [ErrClosed] if the client is
+// closed under it.
 func (c *Client) RunWhileLeader(ctx context.Context, name string, fn TaskFunc, opts ...ElectionOption) error {
 	if fn == nil {
 		return errors.New("simba: RunWhileLeader: nil function")
@@ -180,9 +184,10 @@ func (c *Client) RunWhileLeader(ctx context.Context, name string, fn TaskFunc, o
 	}
 	select {
 	case <-ctx.Done():
+		return e.Stop(context.WithoutCancel(ctx))
 	case <-c.quit:
+		return fmt.Errorf("simba: run while leader %q: %w", name, ErrClosed)
 	}
-	return e.Stop(context.WithoutCancel(ctx))
 }
 
 // dispatch queues one callback on the election's serial dispatcher.

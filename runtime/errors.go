@@ -49,9 +49,9 @@ type TermExpiredError struct {
 // Error implements error.
 func (e *TermExpiredError) Error() string {
 	if e.Reason != NotEnded {
-		return fmt.Sprintf("simba: term %s#%d expired: %v", e.Name, e.Token, e.Reason)
+		return fmt.Sprintf("simba: term %s#%d ended: %v", e.Name, e.Token, e.Reason)
 	}
-	return fmt.Sprintf("simba: term %s#%d expired: %v left, need more than %v", e.Name, e.Token, e.Remaining, e.Min)
+	return fmt.Sprintf("simba: term %s#%d ends too soon for the step: %v left, need more than %v", e.Name, e.Token, e.Remaining, e.Min)
 }
 
 // Is reports whether target is [ErrTermExpired].

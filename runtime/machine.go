@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -93,10 +94,12 @@ type pendingReq struct {
 }
 
 type closeOp struct {
+	errs        []error             // what could not be handed over
 	stopped     [numCategories]bool // the category's stop has begun
 	waiters     []waiter
-	sessionSent bool   // the session's close request is in flight
-	gen         uint64 // its generation
+	sessionSent bool               // the session's close request is in flight
+	gen         uint64             // its generation
+	id          backends.SessionID // and id
 }
 
 // SessionState is the state of a client's session (SPEC S5).
@@ -292,6 +295,10 @@ func (m *machine) done(now mono, id uint64, res result) {
 		m.groupDone(p, res)
 	case reqClose:
 		if m.closing != nil && m.closing.sessionSent && p.req.gen == m.closing.gen {
+			if res.err != nil {
+				// The store keeps what the session held until it expires.
+				m.closing.errs = append(m.closing.errs, fmt.Errorf("session %s not closed (what it holds stays taken until it expires): %w", m.closing.id, res.err))
+			}
 			m.finishClose()
 		}
 	}
@@ -507,6 +514,9 @@ func (m *machine) sessionLost(reason Reason) {
 		g.joined, g.viewed = false, false // membership died with the session
 	}
 	m.send(request{kind: reqClose, gen: s.gen, timeout: m.cfg.RenewInterval}, &pendingReq{})
+	if m.closing != nil {
+		m.closing.errs = append(m.closing.errs, fmt.Errorf("session %s ended (%v) before it could hand over: what it held stays taken until the store expires it", s.id, reason))
+	}
 	if m.closing == nil {
 		m.setState(Opening, m.lastErr)
 		m.openAt = m.now
@@ -566,7 +576,7 @@ func (m *machine) closeStep() {
 		return
 	}
 	if s := m.sess; s != nil {
-		m.closing.sessionSent, m.closing.gen = true, s.gen
+		m.closing.sessionSent, m.closing.gen, m.closing.id = true, s.gen, s.id
 		s.ended = true
 		m.sess = nil
 		m.send(request{kind: reqClose, gen: s.gen, timeout: m.cfg.RenewInterval}, &pendingReq{})
@@ -582,8 +592,17 @@ func (m *machine) finishClose() {
 	op := m.closing
 	m.closing = nil
 	m.setState(Closed, nil)
+	var err error
+	if len(op.errs) > 0 {
+		// One line, each failure wrapped (errors.Join would print lines).
+		args := make([]any, len(op.errs))
+		for i, e := range op.errs {
+			args[i] = e
+		}
+		err = fmt.Errorf(strings.TrimSuffix(strings.Repeat("%w; ", len(args)), "; "), args...)
+	}
 	for _, w := range op.waiters {
-		m.complete(w, nil, nil)
+		m.complete(w, nil, err)
 	}
 	m.emit(effect{kind: effShutdown})
 }

@@ -3,11 +3,13 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/memory"
 	"github.com/simba-go/simba/runtime"
 )
@@ -157,6 +159,44 @@ func TestLockErrorsNameTheHolder(t *testing.T) {
 		want = `simba: lock "ledger": held by node-a (session ` + string(session) + `)`
 		if !errors.Is(err, runtime.ErrLeaseHeld) || err.Error() != want {
 			t.Errorf("TryLock refused = %v; want %q, matching ErrLeaseHeld", err, want)
+		}
+	})
+}
+
+// Close says what it could not hand over: here the store stops answering
+// while the client closes, so the lease is neither released nor its session
+// closed, and stays taken until the store expires it.
+func TestCloseReportsWhatWasNotHandedOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		c := newClient(t, store)
+		if _, err := c.Lock(context.Background(), "ledger"); err != nil {
+			t.Fatal(err)
+		}
+		store.Faults().SetReachability(memory.Blackhole)
+		err := c.Close(context.Background())
+		if err == nil {
+			t.Fatal("Close with an unreachable store = nil; want an error saying what was not handed over")
+		}
+		for _, want := range []string{`simba: close: `, `lease "ledger" not released`, `store unreachable`, `not closed`} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("Close error %q; want it to contain %q", err, want)
+			}
+		}
+		if !errors.Is(err, backends.ErrUnavailable) {
+			t.Errorf("Close error %v; want it to wrap ErrUnavailable", err)
+		}
+		if err := c.Close(context.Background()); err != nil {
+			t.Errorf("second Close = %v; want nil", err)
+		}
+		store.Faults().SetReachability(memory.Reachable)
+		// A clean close says nothing.
+		c2 := newClient(t, store)
+		if _, err := c2.Lock(context.Background(), "other"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c2.Close(context.Background()); err != nil {
+			t.Errorf("clean Close = %v; want nil", err)
 		}
 	})
 }
