@@ -76,10 +76,6 @@ func WithCallbackExecutor(exec func(f func()) error) Option {
 	return func(o *options) { o.exec = exec }
 }
 
-// WithSeed fixes the seed of the candidates' retry jitter, for reproducible
-// tests. The default seed is random.
-func WithSeed(seed uint64) Option { return func(o *options) { o.seed, o.seeded = seed, true } }
-
 // NewClient validates cfg (the zero Config means [DefaultConfig]) and starts a
 // client on b: it opens a session in the background and keeps it alive. Use
 // [Client.Ready] to wait until the session is open.
@@ -167,7 +163,7 @@ func (c *Client) flush() {
 	} else {
 		c.timer.Stop()
 	}
-	isLive := c.m.state == Live || c.m.state == Suspended
+	isLive := c.m.state == SessionLive || c.m.state == SessionSuspended
 	select {
 	case <-c.live:
 		if !isLive {
@@ -428,7 +424,7 @@ func (c *Client) Close(ctx context.Context) error {
 // ctx ends, and returns an error that includes the backend's last error.
 func (c *Client) Ready(ctx context.Context) error {
 	c.mu.Lock()
-	live, closed := c.live, c.m.state == Closed || c.m.closing != nil
+	live, closed := c.live, c.m.state == SessionClosed || c.m.closing != nil
 	c.mu.Unlock()
 	if closed {
 		return ErrClosed

@@ -26,7 +26,7 @@ func BenchmarkCloseManyElections(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		for c.Snapshot().Leases[n-1].Role != runtime.Leader {
+		for c.Snapshot().Leases[n-1].Role != runtime.RoleLeader {
 			time.Sleep(time.Millisecond)
 		}
 		b.StartTimer()

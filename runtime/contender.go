@@ -95,7 +95,7 @@ type termState struct {
 func (m *machine) start(now mono, c *contender) error {
 	m.advance(now)
 	defer m.settle()
-	if m.closing != nil || m.state == Closed {
+	if m.closing != nil || m.state == SessionClosed {
 		return ErrClosed
 	}
 	if ex, dup := m.byName[c.name]; dup && ex.cat == catLock && c.cat == catLock {
@@ -196,7 +196,7 @@ func (m *machine) acquireDone(p *pendingReq, res result) {
 		}
 	case errors.Is(res.err, backends.ErrSessionExpired):
 		if live {
-			m.sessionLost(SessionExpired)
+			m.sessionLost(ReasonSessionExpired)
 		}
 	default:
 		m.event(Event{Kind: EventBackendError, Name: c.name, Err: res.err})
@@ -290,9 +290,9 @@ func (m *machine) stop(c *contender, stepDown bool, cooldown time.Duration, w wa
 		c.lockW = nil
 	}
 	if c.phase == phLeader {
-		reason := Stopped
+		reason := ReasonStopped
 		if stepDown {
-			reason = SteppedDown
+			reason = ReasonSteppedDown
 		}
 		m.handoff(c, reason)
 		return
@@ -574,7 +574,7 @@ func (m *machine) dispatchFailed(now mono, c *contender, t *Term, err error) {
 	m.event(Event{Kind: EventCallbackRejected, Name: t.name, Token: t.token, Err: err})
 	if c.term == t && c.phase == phLeader && c.op == nil {
 		c.op = &stopOp{stepDown: true, cooldown: m.cfg.LeaseDuration, at: m.now}
-		m.handoff(c, SteppedDown)
+		m.handoff(c, ReasonSteppedDown)
 		return
 	}
 	m.endOp(c)

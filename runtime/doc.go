@@ -13,8 +13,8 @@
 // (SPEC S1). Every lease it holds lives and dies with that session. A session
 // that expired never comes back: the client opens a new one and contends
 // again (S3). [Client.Close] hands everything over and closes the session
-// (S4). [Client.Snapshot] shows the session's state: Opening, Live,
-// Suspended or Closed (S5).
+// (S4). [Client.Snapshot] shows the session's state: SessionOpening,
+// SessionLive, SessionSuspended or SessionClosed (S5).
 //
 // # The local deadline
 //
@@ -29,7 +29,7 @@
 // While the rates of the two clocks differ by at most 1 ± Drift, the local
 // deadline comes before the backend expires the session (D3). Once the
 // deadline has passed, a late reply does not extend it (D4): the session's
-// terms end with [DeadlinePassed] and a new session is opened.
+// terms end with [ReasonDeadlinePassed] and a new session is opened.
 //
 // # Terms and tokens
 //
@@ -43,8 +43,8 @@
 // step needs (E1); it narrows the window in which a stale holder starts work,
 // it cannot close it (E2) — only the token can.
 //
-// A term ends for exactly one [Reason]: Stopped, SteppedDown, DeadlinePassed,
-// SessionExpired or TakenOver (T4). It is always revoked before its lease is
+// A term ends for exactly one [Reason]: ReasonStopped, ReasonSteppedDown,
+// ReasonDeadlinePassed, ReasonSessionExpired or ReasonTakenOver (T4). It is always revoked before its lease is
 // released, and every release carries its token (T5).
 //
 // # Elections, tasks and locks

@@ -50,7 +50,7 @@ func TestElectionHandOff(t *testing.T) {
 		if d := time.Since(stopAt); d != 0 {
 			t.Errorf("hand-off took %v of virtual time, want none (release notification)", d)
 		}
-		if first.Reason() != runtime.Stopped {
+		if first.Reason() != runtime.ReasonStopped {
 			t.Errorf("stopped term's reason = %v, want stopped", first.Reason())
 		}
 		closeClient(t, a)
@@ -149,7 +149,7 @@ func TestUnreachableStore(t *testing.T) {
 		store.Faults().SetReachability(memory.Blackhole)
 		// The renewal sent at RenewInterval times out one period later (D2).
 		time.Sleep(2*cfg.RenewInterval + 10*time.Millisecond)
-		if s := c.Snapshot(); s.State != runtime.Suspended {
+		if s := c.Snapshot(); s.State != runtime.SessionSuspended {
 			t.Fatalf("state after a failed renewal = %v, want suspended", s.State)
 		}
 		if !term.Valid() {
@@ -159,10 +159,10 @@ func TestUnreachableStore(t *testing.T) {
 		if got := time.Now(); got.After(deadline) {
 			t.Errorf("term ended at %v, after the local deadline %v", got, deadline)
 		}
-		if term.Reason() != runtime.DeadlinePassed || term.Valid() {
+		if term.Reason() != runtime.ReasonDeadlinePassed || term.Valid() {
 			t.Fatalf("reason %v valid %v, want deadline passed and invalid", term.Reason(), term.Valid())
 		}
-		if s := c.Snapshot(); s.State != runtime.Opening {
+		if s := c.Snapshot(); s.State != runtime.SessionOpening {
 			t.Fatalf("state after the deadline = %v, want opening", s.State)
 		}
 		store.Faults().SetReachability(memory.Reachable)
@@ -255,7 +255,7 @@ func TestSessionExpired(t *testing.T) {
 		old := c.Snapshot().Session
 		store.Faults().ExpireSession(old)
 		<-first.Done()
-		if first.Reason() != runtime.SessionExpired {
+		if first.Reason() != runtime.ReasonSessionExpired {
 			t.Fatalf("reason = %v, want session expired", first.Reason())
 		}
 		time.Sleep(cfg.RenewInterval)
@@ -329,7 +329,7 @@ func TestPausedReadsInvalid(t *testing.T) {
 		if valid || remaining != 0 {
 			t.Fatalf("first read after the pause: Valid=%v Remaining=%v, want false and 0", valid, remaining)
 		}
-		if reason != runtime.NotEnded {
+		if reason != runtime.ReasonNotEnded {
 			t.Fatalf("Reason = %v before the engine ran; the pause let the engine run", reason)
 		}
 		if err := term.EnsureValid(0); !errors.Is(err, runtime.ErrTermExpired) {
@@ -338,7 +338,7 @@ func TestPausedReadsInvalid(t *testing.T) {
 		pausedAt := time.Now()
 		c.ResumeEngine()
 		<-term.Done()
-		if term.Reason() != runtime.DeadlinePassed || time.Since(pausedAt) != 0 {
+		if term.Reason() != runtime.ReasonDeadlinePassed || time.Since(pausedAt) != 0 {
 			t.Fatalf("after the pause: reason %v after %v, want deadline passed at once", term.Reason(), time.Since(pausedAt))
 		}
 		l.Thaw()
@@ -368,10 +368,10 @@ func TestEnsureValid(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = term.EnsureValid(0)
-		if !errors.As(err, &te) || te.Reason != runtime.Stopped || !strings.Contains(err.Error(), "stopped") {
+		if !errors.As(err, &te) || te.Reason != runtime.ReasonStopped || !strings.Contains(err.Error(), "stopped") {
 			t.Fatalf("EnsureValid after Unlock = %v, want expired: stopped", err)
 		}
-		if !errors.Is(context.Cause(term.Context()), runtime.Stopped) {
+		if !errors.Is(context.Cause(term.Context()), runtime.ReasonStopped) {
 			t.Fatalf("T2: context cause = %v, want the reason", context.Cause(term.Context()))
 		}
 	})
@@ -471,7 +471,7 @@ func TestStopFromInside(t *testing.T) {
 		if closeErr != nil {
 			t.Fatalf("Close from inside = %v", closeErr)
 		}
-		if s := c.Snapshot(); s.State != runtime.Closed {
+		if s := c.Snapshot(); s.State != runtime.SessionClosed {
 			t.Fatalf("state = %v, want closed", s.State)
 		}
 		closeClient(t, c) // waits; returns nil for a closed client
@@ -574,10 +574,10 @@ func TestStepDownCooldown(t *testing.T) {
 		if err := e.StepDown(context.Background(), cooldown); err != nil {
 			t.Fatal(err)
 		}
-		if first.Reason() != runtime.SteppedDown {
+		if first.Reason() != runtime.ReasonSteppedDown {
 			t.Fatalf("reason = %v, want stepped down", first.Reason())
 		}
-		if s := c.Snapshot(); s.Leases[0].Role != runtime.CoolingDown || s.Leases[0].Cooldown != cooldown {
+		if s := c.Snapshot(); s.Leases[0].Role != runtime.RoleCoolingDown || s.Leases[0].Cooldown != cooldown {
 			t.Fatalf("snapshot = %+v, want cooling down for %v", s.Leases, cooldown)
 		}
 		time.Sleep(cooldown - time.Millisecond)
@@ -636,7 +636,7 @@ func TestRunWhileLeader(t *testing.T) {
 		if errs := ev.of(runtime.EventTaskFailed); len(errs) != 1 || errs[0].Err.Error() != "batch failed" {
 			t.Fatalf("task failures reported: %+v", errs)
 		}
-		if s := a.Snapshot(); s.Leases[0].Role != runtime.CoolingDown || s.Leases[0].Cooldown != cooldown {
+		if s := a.Snapshot(); s.Leases[0].Role != runtime.RoleCoolingDown || s.Leases[0].Cooldown != cooldown {
 			t.Fatalf("after its task failed, a is %v for %v; want cooling down for %v", s.Leases[0].Role, s.Leases[0].Cooldown, cooldown)
 		}
 		cancelB()
@@ -703,7 +703,7 @@ func TestLocks(t *testing.T) {
 		}
 		closeClient(t, a)
 		closeClient(t, b)
-		if tb.Valid() || tb.Reason() != runtime.Stopped {
+		if tb.Valid() || tb.Reason() != runtime.ReasonStopped {
 			t.Fatalf("Close left the lock valid=%v reason=%v", tb.Valid(), tb.Reason())
 		}
 	})
@@ -891,7 +891,7 @@ func TestStoreRestart(t *testing.T) {
 		if len(terms) < 2 {
 			t.Fatalf("%d terms, want a term before and after the restart", len(terms))
 		}
-		if r := terms[0].reason; r != runtime.SessionExpired {
+		if r := terms[0].reason; r != runtime.ReasonSessionExpired {
 			t.Errorf("old term ended with %v, want session expired", r)
 		}
 		if next := terms[1].start; next.Sub(restart) < cfg.LeaseDuration {
@@ -913,15 +913,15 @@ func TestSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := c.Snapshot()
-		if s.State != runtime.Live || s.Session == "" || s.RenewPeriod != cfg.RenewInterval || s.Remaining <= 0 {
+		if s.State != runtime.SessionLive || s.Session == "" || s.RenewPeriod != cfg.RenewInterval || s.Remaining <= 0 {
 			t.Fatalf("snapshot = %+v", s)
 		}
-		if len(s.Leases) != 1 || s.Leases[0] != (runtime.LeaseStatus{Name: "ledger", Lock: true, Role: runtime.Leader,
+		if len(s.Leases) != 1 || s.Leases[0] != (runtime.LeaseStatus{Name: "ledger", Lock: true, Role: runtime.RoleLeader,
 			Token: term.Token(), Remaining: term.Remaining()}) {
 			t.Fatalf("leases = %+v", s.Leases)
 		}
 		closeClient(t, c)
-		if s := c.Snapshot(); s.State != runtime.Closed || len(s.Leases) != 0 {
+		if s := c.Snapshot(); s.State != runtime.SessionClosed || len(s.Leases) != 0 {
 			t.Fatalf("after close: %+v", s)
 		}
 	})

@@ -43,12 +43,12 @@ type TermExpiredError struct {
 	Token     Token         // the term's token
 	Remaining time.Duration // validity left when checked (0 once ended)
 	Min       time.Duration // validity asked for
-	Reason    Reason        // why the term ended, or NotEnded
+	Reason    Reason        // why the term ended, or ReasonNotEnded
 }
 
 // Error implements error.
 func (e *TermExpiredError) Error() string {
-	if e.Reason != NotEnded {
+	if e.Reason != ReasonNotEnded {
 		return fmt.Sprintf("simba: term %s#%d ended: %v", e.Name, e.Token, e.Reason)
 	}
 	return fmt.Sprintf("simba: term %s#%d ends too soon for the step: %v left, need more than %v", e.Name, e.Token, e.Remaining, e.Min)

@@ -6,6 +6,10 @@ import (
 	"github.com/simba-go/simba/backends"
 )
 
+// WithSeed fixes the seed of the candidates' retry jitter, for reproducible
+// tests. Clients otherwise take a random seed.
+func WithSeed(seed uint64) Option { return func(o *options) { o.seed, o.seeded = seed, true } }
+
 // PauseEngine stops the client's timer. While no backend reply, task or
 // callback completion and no release notification arrives (freeze the
 // node's link first and wait for the bubble), no goroutine of the engine

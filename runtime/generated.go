@@ -25,6 +25,7 @@ type Registration interface {
 
 var (
 	_ Registration = (*Election)(nil)
+	_ Registration = (*ScheduledTask)(nil)
 	_ Registration = (*Group)(nil)
 )
 

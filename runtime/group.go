@@ -45,7 +45,7 @@ func (m *machine) reserved(name string) bool {
 func (m *machine) startGroup(now mono, g *groupState) error {
 	m.advance(now)
 	defer m.settle()
-	if m.closing != nil || m.state == Closed {
+	if m.closing != nil || m.state == SessionClosed {
 		return ErrClosed
 	}
 	if m.groups[g.name] != nil {
@@ -117,7 +117,7 @@ func (m *machine) groupDone(p *pendingReq, res result) {
 		return
 	}
 	if errors.Is(res.err, backends.ErrSessionExpired) {
-		m.sessionLost(SessionExpired)
+		m.sessionLost(ReasonSessionExpired)
 		return
 	}
 	if res.err != nil {

@@ -106,7 +106,7 @@ func (c *Client) currentSession() (s backends.Session, id backends.SessionID, pe
 	live <-chan struct{}, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m.state == Closed || c.m.closing != nil {
+	if c.m.state == SessionClosed || c.m.closing != nil {
 		return nil, "", 0, nil, ErrClosed
 	}
 	if ss := c.m.sess; ss != nil && !ss.ended {
@@ -156,7 +156,7 @@ func (c *Client) WatchHolder(ctx context.Context, name string) (<-chan Holder, e
 	}
 	ch := make(chan Holder, 1)
 	c.mu.Lock()
-	if c.shutdown || c.m.state == Closed || c.m.closing != nil {
+	if c.shutdown || c.m.state == SessionClosed || c.m.closing != nil {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("simba: watch holder of %q: %w", name, ErrClosed)
 	}

@@ -106,14 +106,14 @@ type closeOp struct {
 type SessionState int
 
 const (
-	// Opening: no session yet, or opening a new one after the last ended.
-	Opening SessionState = iota
-	// Live: the last renewal succeeded.
-	Live
-	// Suspended: the last renewal failed; the local deadline has not passed.
-	Suspended
-	// Closed: the client was closed.
-	Closed
+	// SessionOpening: no session yet, or opening a new one after the last ended.
+	SessionOpening SessionState = iota
+	// SessionLive: the last renewal succeeded.
+	SessionLive
+	// SessionSuspended: the last renewal failed; the local deadline has not passed.
+	SessionSuspended
+	// SessionClosed: the client was closed.
+	SessionClosed
 )
 
 var stateNames = [...]string{"opening", "live", "suspended", "closed"}
@@ -183,7 +183,7 @@ func (m *machine) nextWake() (mono, bool) {
 		if s.kaReq == 0 && s.renewAt > 0 {
 			consider(s.renewAt)
 		}
-	} else if m.state != Closed && m.closing == nil && m.openReq == 0 {
+	} else if m.state != SessionClosed && m.closing == nil && m.openReq == 0 {
 		consider(m.openAt)
 	}
 	for len(m.timers) > 0 && !m.timers[0].live() {
@@ -208,11 +208,11 @@ func (m *machine) advance(now mono) {
 	if now > m.now {
 		m.now = now
 	}
-	if m.state == Closed {
+	if m.state == SessionClosed {
 		return
 	}
 	if s := m.sess; s != nil && m.now >= s.deadline.get() {
-		m.sessionLost(DeadlinePassed)
+		m.sessionLost(ReasonDeadlinePassed)
 	}
 	for len(m.timers) > 0 && m.timers[0].at <= m.now {
 		e := heap.Pop(&m.timers).(timerEntry)
@@ -233,7 +233,7 @@ func (m *machine) advance(now mono) {
 }
 
 func (m *machine) maybeOpen() {
-	if m.sess != nil || m.openReq != 0 || m.closing != nil || m.state == Closed || m.now < m.openAt {
+	if m.sess != nil || m.openReq != 0 || m.closing != nil || m.state == SessionClosed || m.now < m.openAt {
 		return
 	}
 	m.gen++
@@ -314,7 +314,7 @@ func (m *machine) current(gen uint64) (*session, bool) {
 
 func (m *machine) openDone(p *pendingReq, res result) {
 	m.openReq = 0
-	if res.err == nil && (m.closing != nil || m.state == Closed) {
+	if res.err == nil && (m.closing != nil || m.state == SessionClosed) {
 		// Opened while closing: close it again.
 		m.send(request{kind: reqClose, gen: p.req.gen, timeout: m.cfg.RenewInterval}, &pendingReq{})
 		return
@@ -333,7 +333,7 @@ func (m *machine) openDone(p *pendingReq, res result) {
 			m.event(Event{Kind: EventSessionOpened, Session: s.id, Duration: local})
 			m.setPeriod(s, p.sentAt, local)
 			m.noteStoreTime(s, p.sentAt, res.renewal)
-			m.setState(Live, nil)
+			m.setState(SessionLive, nil)
 			for _, c := range m.contenders {
 				if !c.removed && c.phase != phDone && c.group == nil {
 					m.emit(effect{kind: effWatch, req: request{gen: s.gen, name: c.name}})
@@ -383,14 +383,14 @@ func (m *machine) keepAliveDone(p *pendingReq, res result) {
 		local := m.cfg.localValidity(res.renewal.Remaining)
 		s.deadline.set(p.sentAt + local) // D1: from when the request was sent
 		if m.now >= s.deadline.get() {
-			m.sessionLost(DeadlinePassed)
+			m.sessionLost(ReasonDeadlinePassed)
 			return
 		}
 		m.lastErr = nil
 		m.setPeriod(s, p.sentAt, local)
 		m.noteStoreTime(s, p.sentAt, res.renewal)
 		m.event(Event{Kind: EventSessionRenewed, Session: s.id, Duration: m.now - p.sentAt})
-		m.setState(Live, nil)
+		m.setState(SessionLive, nil)
 		d := res.renewal.Digest
 		m.checkDigest(s, d) // T4
 		if d.Groups != s.digest.Groups {
@@ -398,12 +398,12 @@ func (m *machine) keepAliveDone(p *pendingReq, res result) {
 			m.refreshGroups()
 		}
 	case errors.Is(res.err, backends.ErrSessionExpired):
-		m.sessionLost(SessionExpired)
+		m.sessionLost(ReasonSessionExpired)
 	default:
 		// C3: retry after half the time left, within [MinBackoff, RenewInterval].
 		m.lastErr = res.err
 		m.event(Event{Kind: EventBackendError, Session: s.id, Err: res.err})
-		m.setState(Suspended, res.err)
+		m.setState(SessionSuspended, res.err)
 		left := s.deadline.get() - m.now
 		backoff := min(max(left/2, m.cfg.MinBackoff), m.cfg.RenewInterval)
 		if m.now+backoff < s.deadline.get() {
@@ -469,7 +469,7 @@ func (m *machine) ownedDone(p *pendingReq, res result) {
 	s.ownedReq = 0
 	if res.err != nil {
 		if errors.Is(res.err, backends.ErrSessionExpired) {
-			m.sessionLost(SessionExpired)
+			m.sessionLost(ReasonSessionExpired)
 		}
 		return // the next keep-alive asks again
 	}
@@ -487,7 +487,7 @@ func (m *machine) ownedDone(p *pendingReq, res result) {
 			delete(held, t.name)
 			continue
 		}
-		m.loseTerm(c, TakenOver)
+		m.loseTerm(c, ReasonTakenOver)
 	}
 	for _, h := range res.held {
 		tok, stray := held[h.Name]
@@ -518,7 +518,7 @@ func (m *machine) sessionLost(reason Reason) {
 		m.closing.errs = append(m.closing.errs, fmt.Errorf("session %s ended (%v) before it could hand over: what it held stays taken until the store expires it", s.id, reason))
 	}
 	if m.closing == nil {
-		m.setState(Opening, m.lastErr)
+		m.setState(SessionOpening, m.lastErr)
 		m.openAt = m.now
 		m.maybeOpen()
 	}
@@ -529,7 +529,7 @@ func (m *machine) sessionLost(reason Reason) {
 func (m *machine) close(now mono, w waiter) {
 	m.advance(now)
 	defer m.settle()
-	if m.state == Closed {
+	if m.state == SessionClosed {
 		m.complete(w, nil, nil)
 		return
 	}
@@ -591,7 +591,7 @@ func (m *machine) closeStep() {
 func (m *machine) finishClose() {
 	op := m.closing
 	m.closing = nil
-	m.setState(Closed, nil)
+	m.setState(SessionClosed, nil)
 	var err error
 	if len(op.errs) > 0 {
 		// One line, each failure wrapped (errors.Join would print lines).

@@ -182,7 +182,7 @@ func TestMachineDeadlineFromSentAt(t *testing.T) {
 	if got, want := sess.deadline.get(), localDeadline(testCfg, sentAt, 3*time.Second); got != want {
 		t.Fatalf("deadline after a reply 700ms late = %v, want %v (from sentAt %v)", got, want, sentAt)
 	}
-	if h.m.state != Live {
+	if h.m.state != SessionLive {
 		t.Fatalf("state = %v, want live", h.m.state)
 	}
 }
@@ -203,14 +203,14 @@ func TestMachineLateReplyDoesNotRevive(t *testing.T) {
 		t.Fatal("term invalid before its deadline")
 	}
 	h.advanceTo(dl)
-	if term.Valid() || term.Reason() != DeadlinePassed {
+	if term.Valid() || term.Reason() != ReasonDeadlinePassed {
 		t.Fatalf("at the deadline: Valid=%v Reason=%v, want false, deadline passed", term.Valid(), term.Reason())
 	}
 	if !h.has(reqOpen) {
 		t.Fatal("no new session opened after the deadline")
 	}
 	h.reply(ka, renewal(3*time.Second, 0)) // the late reply
-	if term.Valid() || term.Reason() != DeadlinePassed || term.deadline.get() != dl {
+	if term.Valid() || term.Reason() != ReasonDeadlinePassed || term.deadline.get() != dl {
 		t.Fatalf("late reply changed the ended term: Valid=%v Reason=%v deadline=%v (was %v)",
 			term.Valid(), term.Reason(), term.deadline.get(), dl)
 	}
@@ -239,7 +239,7 @@ func TestMachineShortenedGrant(t *testing.T) {
 	if n := h.eventCount(EventSessionLeaseShortened); n != 1 {
 		t.Fatalf("SessionLeaseShortened published %d times, want once per session", n)
 	}
-	if h.m.state != Live {
+	if h.m.state != SessionLive {
 		t.Fatalf("state = %v, want live: no term should end with DeadlinePassed", h.m.state)
 	}
 }
@@ -258,7 +258,7 @@ func TestMachineRenewBackoff(t *testing.T) {
 			continue
 		}
 		h.reply(h.take(reqKeepAlive), result{err: errDown})
-		if h.m.state != Suspended {
+		if h.m.state != SessionSuspended {
 			t.Fatalf("state = %v after a failed renewal, want suspended", h.m.state)
 		}
 		s := h.m.sess
@@ -279,7 +279,7 @@ func TestMachineRenewBackoff(t *testing.T) {
 		t.Fatalf("only %d retries before the deadline: %v", len(retries), retries)
 	}
 	h.advanceTo(dl)
-	if h.m.sess != nil || h.m.state != Opening {
+	if h.m.sess != nil || h.m.state != SessionOpening {
 		t.Fatalf("after the deadline: state %v, want opening with no session", h.m.state)
 	}
 }
@@ -348,7 +348,7 @@ func TestMachineTakenOver(t *testing.T) {
 	owned := h.take(reqOwned)
 	h.reply(owned, result{held: []backends.Held{{Name: "b", Token: 4}, {Name: "stray", Token: 2}},
 		digest: backends.Digest{Leases: 2, Version: 5}})
-	if ta.Valid() || ta.Reason() != TakenOver {
+	if ta.Valid() || ta.Reason() != ReasonTakenOver {
 		t.Fatalf("term a: Valid=%v Reason=%v, want taken over", ta.Valid(), ta.Reason())
 	}
 	if !tb.Valid() {
@@ -466,7 +466,7 @@ func TestMachineSessionExpiredDoesNotWait(t *testing.T) {
 	h.advanceTo(testCfg.RenewInterval)
 	h.dispatched = nil
 	h.reply(h.take(reqKeepAlive), result{err: fmt.Errorf("gone: %w", backends.ErrSessionExpired)})
-	if term.Reason() != SessionExpired {
+	if term.Reason() != ReasonSessionExpired {
 		t.Fatalf("reason = %v, want session expired", term.Reason())
 	}
 	if len(h.dispatched) != 1 || h.dispatched[0].elected {
@@ -475,7 +475,7 @@ func TestMachineSessionExpiredDoesNotWait(t *testing.T) {
 	if h.has(reqRelease) {
 		t.Fatal("released on an expired session")
 	}
-	if !h.has(reqOpen) || h.m.state != Opening {
+	if !h.has(reqOpen) || h.m.state != SessionOpening {
 		t.Fatal("S3: no new session opening after expiry")
 	}
 	// The task is still running: no new attempt until it returns.

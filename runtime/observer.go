@@ -17,7 +17,7 @@ const (
 	// local validity granted.
 	EventSessionOpened EventKind = iota + 1
 	// EventSessionState: the session state changed to State; Err is the
-	// failure that caused a change to Suspended.
+	// failure that caused a change to SessionSuspended.
 	EventSessionState
 	// EventSessionRenewed: a renewal succeeded; Duration is its latency.
 	EventSessionRenewed
@@ -25,8 +25,8 @@ const (
 	// renewals RenewInterval apart; the client renews every third of the
 	// local validity (Duration) instead (SPEC C2). Once per session.
 	EventSessionLeaseShortened
-	// EventSessionEnded: the session ended for Reason (DeadlinePassed,
-	// SessionExpired, or Stopped when the client closed).
+	// EventSessionEnded: the session ended for Reason (ReasonDeadlinePassed,
+	// ReasonSessionExpired, or ReasonStopped when the client closed).
 	EventSessionEnded
 	// EventElected: this node holds the lease Name with Token.
 	EventElected
@@ -52,7 +52,7 @@ const (
 	// EventPartitionGained: this member holds Partition of Group (lease Name).
 	EventPartitionGained
 	// EventPartitionLost: this member no longer holds Partition of Group,
-	// for Reason (Stopped when a rebalance moved it away).
+	// for Reason (ReasonStopped when a rebalance moved it away).
 	EventPartitionLost
 	// EventRunFailed: a scheduled run of Name returned Err (or panicked: Err
 	// is a *PanicError). The schedule goes on.
@@ -140,7 +140,7 @@ func logEvent(logger *slog.Logger, e Event) {
 		attrs = append(attrs, slog.Duration(logKeyValid, e.Duration))
 	case EventSessionState:
 		attrs = append(attrs, slog.String(logKeyState, e.State.String()))
-		if e.State == Suspended {
+		if e.State == SessionSuspended {
 			level = slog.LevelWarn
 		}
 	case EventSessionLeaseShortened:
@@ -149,7 +149,7 @@ func logEvent(logger *slog.Logger, e Event) {
 		attrs = append(attrs, slog.Duration(logKeyValid, e.Duration))
 	case EventSessionEnded, EventRevoked:
 		attrs = append(attrs, slog.String(logKeyReason, e.Reason.String()))
-		if e.Reason == DeadlinePassed || e.Reason == SessionExpired || e.Reason == TakenOver {
+		if e.Reason == ReasonDeadlinePassed || e.Reason == ReasonSessionExpired || e.Reason == ReasonTakenOver {
 			level = slog.LevelWarn
 		}
 	case EventTaskFailed, EventCallbackPanicked, EventRunFailed:

@@ -113,7 +113,7 @@ type ScheduleStatus struct {
 //
 // Schedules need the store's clock: StartSchedule fails on a backend that
 // does not implement backends.StoreClock.
-func (c *Client) StartSchedule(name string, s Schedule, fn TaskFunc) (*Election, error) {
+func (c *Client) StartSchedule(name string, s Schedule, fn TaskFunc) (*ScheduledTask, error) {
 	if fn == nil {
 		return nil, errors.New("simba: StartSchedule: nil function")
 	}
@@ -129,7 +129,39 @@ func (c *Client) StartSchedule(name string, s Schedule, fn TaskFunc) (*Election,
 	info := &runInfo{}
 	ct := &contender{name: name, cat: catSchedule, info: info, taskEndCooldown: c.cfg.RenewInterval,
 		task: func(ctx context.Context, t *Term) error { return c.runSchedule(ctx, t, s, info, fn) }}
-	return c.startContender(ct)
+	e, err := c.startContender(ct)
+	if err != nil {
+		return nil, err
+	}
+	return &ScheduledTask{e: e, info: info}, nil
+}
+
+// ScheduledTask is a schedule started on a client with [Client.StartSchedule]:
+// an election whose terms run the schedule's work.
+type ScheduledTask struct {
+	e    *Election
+	info *runInfo
+}
+
+// Name returns the lease name.
+func (s *ScheduledTask) Name() string { return s.e.Name() }
+
+// Term returns the term this node currently holds, or nil.
+func (s *ScheduledTask) Term() *Term { return s.e.Term() }
+
+// Status returns the schedule's next and last runs, over every term of this
+// client.
+func (s *ScheduledTask) Status() ScheduleStatus { return s.info.get() }
+
+// Stop ends the schedule with the hand-off order: the run in progress is
+// cancelled and awaited (at most until the term's validity runs out), then
+// the lease is released (H1). ctx bounds only the wait.
+func (s *ScheduledTask) Stop(ctx context.Context) error { return s.e.Stop(ctx) }
+
+// StepDown hands the lease over as Stop does, and keeps the schedule out of
+// the contest for cooldown (H4).
+func (s *ScheduledTask) StepDown(ctx context.Context, cooldown time.Duration) error {
+	return s.e.StepDown(ctx, cooldown)
 }
 
 // runSchedule is the task of a scheduled term: it runs fn as s says until

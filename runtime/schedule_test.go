@@ -109,7 +109,7 @@ func TestScheduleFixedRate(t *testing.T) {
 		store := memory.New()
 		const rate = 10 * time.Second
 		var log runLog
-		var elections []*runtime.Election
+		var elections []*runtime.ScheduledTask
 		var clients []*runtime.Client
 		slotOK := func(ctx context.Context, _ *runtime.Term, r *run) error {
 			// The run's slot, from its context, is the slot it started in
@@ -129,7 +129,7 @@ func TestScheduleFixedRate(t *testing.T) {
 			}
 			elections = append(elections, e)
 		}
-		leader := func() *runtime.Election {
+		leader := func() *runtime.ScheduledTask {
 			for _, e := range elections {
 				if e.Term() != nil {
 					return e
@@ -191,7 +191,7 @@ func TestScheduleSlotRecordedAcrossFailOver(t *testing.T) {
 		// The first run fails and steps down from inside; the next leader
 		// reruns the slot, succeeds and steps down too; the third node must
 		// then wait for the next slot.
-		var elections []*runtime.Election
+		var elections []*runtime.ScheduledTask
 		hook := func(ctx context.Context, term *runtime.Term, r *run) error {
 			mu.Lock()
 			f := fail
@@ -342,7 +342,7 @@ func TestScheduleStopWaitsForRun(t *testing.T) {
 		if d := time.Since(begin); d != 500*time.Millisecond {
 			t.Errorf("Stop returned after %v, want after the run's 500ms clean-up", d)
 		}
-		if !errors.Is(cause, runtime.Stopped) {
+		if !errors.Is(cause, runtime.ReasonStopped) {
 			t.Errorf("run's context cause = %v, want stopped", cause)
 		}
 		closeClient(t, c)
@@ -770,10 +770,10 @@ func TestScheduleNeverRunsAfterTermEnded(t *testing.T) {
 		reason runtime.Reason
 		end    func(*memory.Store, *link, *runtime.Client)
 	}{
-		{runtime.SessionExpired, func(s *memory.Store, _ *link, c *runtime.Client) {
+		{runtime.ReasonSessionExpired, func(s *memory.Store, _ *link, c *runtime.Client) {
 			s.Faults().ExpireSession(c.Snapshot().Session)
 		}},
-		{runtime.DeadlinePassed, func(_ *memory.Store, l *link, _ *runtime.Client) { l.Cut() }},
+		{runtime.ReasonDeadlinePassed, func(_ *memory.Store, l *link, _ *runtime.Client) { l.Cut() }},
 	} {
 		t.Run(tc.reason.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

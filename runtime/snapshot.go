@@ -9,7 +9,7 @@ import (
 // Snapshot is a point-in-time view of a client (SPEC S5), for status pages
 // and tests.
 type Snapshot struct {
-	State       SessionState       // the session's state: Opening, Live, Suspended or Closed
+	State       SessionState       // the session's state: SessionOpening, SessionLive, SessionSuspended or SessionClosed
 	Session     backends.SessionID // the live session's id, "" if none
 	Deadline    time.Time          // the session's local deadline (monotonic), zero if none
 	Remaining   time.Duration      // time left until Deadline
@@ -50,15 +50,15 @@ type PartitionStatus struct {
 type Role int
 
 const (
-	// Candidate: contending for the lease.
-	Candidate Role = iota
-	// Leader: holding a term.
-	Leader
-	// HandingOff: the term was revoked by Stop or StepDown; waiting for the
+	// RoleCandidate: contending for the lease.
+	RoleCandidate Role = iota
+	// RoleLeader: holding a term.
+	RoleLeader
+	// RoleHandingOff: the term was revoked by Stop or StepDown; waiting for the
 	// task to return, or for the release.
-	HandingOff
-	// CoolingDown: stepped down, out of the contest until the cooldown ends.
-	CoolingDown
+	RoleHandingOff
+	// RoleCoolingDown: stepped down, out of the contest until the cooldown ends.
+	RoleCoolingDown
 )
 
 var roleNames = [...]string{"candidate", "leader", "handing off", "cooling down"}
@@ -76,9 +76,9 @@ type LeaseStatus struct {
 	Name      string          // the lease name
 	Lock      bool            // a lock, not an election
 	Role      Role            // what the client is doing about the lease
-	Token     Token           // the term's token while Leader or HandingOff
-	Remaining time.Duration   // the term's validity left while Leader
-	Cooldown  time.Duration   // cooldown left while CoolingDown
+	Token     Token           // the term's token while RoleLeader or RoleHandingOff
+	Remaining time.Duration   // the term's validity left while RoleLeader
+	Cooldown  time.Duration   // cooldown left while RoleCoolingDown
 	Schedule  *ScheduleStatus // the schedule's status, for StartSchedule
 }
 
@@ -131,11 +131,11 @@ func (m *machine) snapshot(now mono) Snapshot {
 		}
 		switch {
 		case c.phase == phLeader:
-			ls.Role, ls.Token, ls.Remaining = Leader, c.term.token, max(0, c.term.deadline.get()-now)
+			ls.Role, ls.Token, ls.Remaining = RoleLeader, c.term.token, max(0, c.term.deadline.get()-now)
 		case c.phase == phHandoff:
-			ls.Role, ls.Token = HandingOff, c.term.token
+			ls.Role, ls.Token = RoleHandingOff, c.term.token
 		case c.cooldownUntil > now:
-			ls.Role, ls.Cooldown = CoolingDown, c.cooldownUntil-now
+			ls.Role, ls.Cooldown = RoleCoolingDown, c.cooldownUntil-now
 		}
 		snap.Leases = append(snap.Leases, ls)
 	}

@@ -18,22 +18,22 @@ type Token = backends.Token
 // Reason says why a term ended (SPEC T4). A Reason is also an error, so that
 // it can be the cause of the term's context:
 //
-//	errors.Is(context.Cause(t.Context()), runtime.DeadlinePassed)
+//	errors.Is(context.Cause(t.Context()), runtime.ReasonDeadlinePassed)
 type Reason int32
 
 const (
-	// NotEnded is the Reason of a term that has not ended.
-	NotEnded Reason = iota
-	// Stopped: the election was stopped, the lock released, or the client closed.
-	Stopped
-	// SteppedDown: the election stepped down.
-	SteppedDown
-	// DeadlinePassed: the session's local deadline passed with no successful renewal.
-	DeadlinePassed
-	// SessionExpired: the backend reported the session expired.
-	SessionExpired
-	// TakenOver: a renewal showed the lease is no longer this session's.
-	TakenOver
+	// ReasonNotEnded is the Reason of a term that has not ended.
+	ReasonNotEnded Reason = iota
+	// ReasonStopped: the election was stopped, the lock released, or the client closed.
+	ReasonStopped
+	// ReasonSteppedDown: the election stepped down.
+	ReasonSteppedDown
+	// ReasonDeadlinePassed: the session's local deadline passed with no successful renewal.
+	ReasonDeadlinePassed
+	// ReasonSessionExpired: the backend reported the session expired.
+	ReasonSessionExpired
+	// ReasonTakenOver: a renewal showed the lease is no longer this session's.
+	ReasonTakenOver
 )
 
 var reasonNames = [...]string{"not ended", "stopped", "stepped down", "deadline passed", "session expired", "taken over"}
@@ -129,8 +129,8 @@ func (t *Term) EnsureValid(min time.Duration) error {
 // Done returns a channel that is closed, exactly once, when the term ends.
 func (t *Term) Done() <-chan struct{} { return t.done }
 
-// Reason returns why the term ended, or [NotEnded]. A term whose deadline
-// passed reads NotEnded until the engine revokes it, which it does at the
+// Reason returns why the term ended, or [ReasonNotEnded]. A term whose deadline
+// passed reads ReasonNotEnded until the engine revokes it, which it does at the
 // deadline; Valid is false already.
 func (t *Term) Reason() Reason { return Reason(t.reason.Load()) }
 

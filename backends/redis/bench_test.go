@@ -434,7 +434,7 @@ func (s *scaleStats) endedTerms() (int, string) {
 	n := 0
 	var parts []string
 	for r, c := range s.ended {
-		if r != runtime.Stopped {
+		if r != runtime.ReasonStopped {
 			n += c
 			parts = append(parts, fmt.Sprintf("%d %v", c, r))
 		}

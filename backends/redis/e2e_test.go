@@ -34,8 +34,8 @@ func TestEndToEndHandOff(t *testing.T) {
 	if took > 300*time.Millisecond {
 		t.Errorf("graceful hand-off took %v; want it prompt, through the release notification (A1)", took)
 	}
-	if ta.reason != runtime.Stopped {
-		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.Stopped)
+	if ta.reason != runtime.ReasonStopped {
+		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonStopped)
 	}
 	if !ta.endedAt.Before(tc.electedAt) {
 		t.Errorf("a's term ended at %v, after c was elected at %v: two valid terms (T2)", ta.endedAt, tc.electedAt)

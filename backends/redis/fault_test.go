@@ -22,19 +22,19 @@ func TestCutConnection(t *testing.T) {
 	cutOff := newBackend(t, p.client(t), admin)
 	a := startNode(t, "a", cutOff, "lease")
 	ta := a.waitElected(5 * time.Second)
-	oldSession := a.waitState(runtime.Live, time.Second).Session
+	oldSession := a.waitState(runtime.SessionLive, time.Second).Session
 	b := startNode(t, "b", sameNamespace(t, cutOff, newClient(t, addr)), "lease")
 	b.notElected(testConfig.RenewInterval)
 
 	p.cut()
 	// A renewal whose reply was already on its way may still succeed; once
 	// one has failed, none can: the term's deadline is fixed.
-	a.waitState(runtime.Suspended, 2*testConfig.RenewInterval)
+	a.waitState(runtime.SessionSuspended, 2*testConfig.RenewInterval)
 	deadline := time.Now().Add(ta.term.Remaining())
 
 	ta.waitEnded(t, time.Until(deadline)+time.Second)
-	if ta.reason != runtime.DeadlinePassed {
-		t.Errorf("a's term ended with %v; want %v (§11)", ta.reason, runtime.DeadlinePassed)
+	if ta.reason != runtime.ReasonDeadlinePassed {
+		t.Errorf("a's term ended with %v; want %v (§11)", ta.reason, runtime.ReasonDeadlinePassed)
 	}
 	// Done is closed by the engine's timer at the deadline; the goroutine
 	// that notes it runs a little later.
@@ -61,7 +61,7 @@ func TestCutConnection(t *testing.T) {
 	t.Logf("b elected %v after a's local deadline", tb.electedAt.Sub(deadline))
 
 	p.heal()
-	s := a.waitState(runtime.Live, testConfig.LeaseDuration+time.Second)
+	s := a.waitState(runtime.SessionLive, testConfig.LeaseDuration+time.Second)
 	if s.Session == oldSession {
 		t.Errorf("a's session after the cut healed is %s, the expired one; want a new session (S3)", s.Session)
 	}
@@ -113,8 +113,8 @@ func TestReplyLatency(t *testing.T) {
 	time.Sleep(latency) // replies in flight drain
 	deadline := time.Now().Add(ta.term.Remaining())
 	ta.waitEnded(t, testConfig.LeaseDuration+time.Second)
-	if ta.reason != runtime.DeadlinePassed {
-		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.DeadlinePassed)
+	if ta.reason != runtime.ReasonDeadlinePassed {
+		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonDeadlinePassed)
 	}
 	// Only a renewal sent before the latency was raised may still have
 	// moved the deadline: at most one renewal period.
@@ -135,12 +135,12 @@ func TestSessionExpiredBehindBack(t *testing.T) {
 	b := newBackend(t, newClient(t, addr), admin)
 	a := startNode(t, "a", b, "lease")
 	ta := a.waitElected(5 * time.Second)
-	s := a.waitState(runtime.Live, time.Second)
+	s := a.waitState(runtime.SessionLive, time.Second)
 
 	expireSession(t, admin, b.keys, string(s.Session))
 	ta.waitEnded(t, 2*testConfig.RenewInterval)
-	if ta.reason != runtime.SessionExpired {
-		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.SessionExpired)
+	if ta.reason != runtime.ReasonSessionExpired {
+		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonSessionExpired)
 	}
 	ta2 := a.waitElected(3 * testConfig.RenewInterval)
 	if s2 := a.c.Snapshot(); s2.Session == s.Session {

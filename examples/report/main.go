@@ -108,7 +108,7 @@ func run(opts cluster.Options) error {
 	if second, _ := c.Leader("report"); second >= 0 && opts.Nodes > 2 {
 		cooldown := third / 2
 		c.Printf("%s steps down for %v, to drain before maintenance", cluster.Node(second), cooldown)
-		if e, ok := regs[second][0].(*runtime.Election); ok {
+		if e, ok := regs[second][0].(*runtime.ScheduledTask); ok {
 			if err := e.StepDown(ctx, cooldown); err != nil {
 				return err
 			}

@@ -120,7 +120,7 @@ func (c *Cluster) Clients() []*runtime.Client {
 func (c *Cluster) Leader(name string) (int, runtime.Token) {
 	for i, client := range c.Clients() {
 		for _, l := range client.Snapshot().Leases {
-			if l.Name == name && l.Role == runtime.Leader {
+			if l.Name == name && l.Role == runtime.RoleLeader {
 				return i, l.Token
 			}
 		}
@@ -217,7 +217,7 @@ func (c *Cluster) WatchGroup(ctx context.Context, group string, partitions int) 
 }
 
 // live reports whether node i's client is still open.
-func (c *Cluster) live(i int) bool { return c.Client(i).Snapshot().State != runtime.Closed }
+func (c *Cluster) live(i int) bool { return c.Client(i).Snapshot().State != runtime.SessionClosed }
 
 func ints(v []int) string {
 	s := make([]string, len(v))
