@@ -3,54 +3,57 @@ package backends
 import "errors"
 
 // Sentinel errors. Backends return them wrapped (fmt.Errorf("...: %w", ErrX))
-// so that callers test them with errors.Is. Any error that wraps none of them
+// so that callers test them with errors.Is. Their messages state a fact
+// without a package prefix: the error that wraps one starts with the prefix
+// of the package that returns it ("simbaredis: acquire "x": session
+// expired"), so that a message has one prefix. Any error that wraps none of them
 // is treated by the engine as "the store could not be reached".
 var (
 	// ErrSessionExpired reports that the session expired, was closed, or is
 	// unknown to the store (for example after the store lost its state). An
 	// expired session never comes back (SPEC S3).
-	ErrSessionExpired = errors.New("simba: session expired")
+	ErrSessionExpired = errors.New("session expired")
 
 	// ErrLeaseHeld reports that another live session holds the lease (the
 	// error is then a *HeldError, which names the holder), or that the
 	// store is within its amnesia guard and may not grant it yet (§15).
-	ErrLeaseHeld = errors.New("simba: lease held by another session")
+	ErrLeaseHeld = errors.New("lease held by another session")
 
 	// ErrRecovering reports that the store lost its state (a restart
 	// without persistence, an older snapshot, a fail-over) and grants no
 	// lease until the longest lease it could have granted has passed (the
 	// amnesia guard, SPEC §15). Errors matching it also match ErrLeaseHeld:
 	// the lease may still be held by a session the store forgot.
-	ErrRecovering = errors.New("simba: store recovering from a loss of state")
+	ErrRecovering = errors.New("store recovering from a loss of state")
 
 	// ErrNotHolder reports a write by a session that does not hold the lease
 	// with the given token.
-	ErrNotHolder = errors.New("simba: session does not hold the lease with this token")
+	ErrNotHolder = errors.New("session does not hold the lease with this token")
 
 	// ErrValueTooLarge reports a value larger than MaxValueSize.
-	ErrValueTooLarge = errors.New("simba: lease value too large")
+	ErrValueTooLarge = errors.New("lease value too large")
 
 	// ErrGroupMismatch reports a join with a partition count different from
 	// the one the group's members agreed on.
-	ErrGroupMismatch = errors.New("simba: group partition count mismatch")
+	ErrGroupMismatch = errors.New("group partition count mismatch")
 
 	// ErrUnavailable reports that the store could not be reached or did not
 	// answer in time. Backends wrap the driver's error together with it.
-	ErrUnavailable = errors.New("simba: store unavailable")
+	ErrUnavailable = errors.New("store unavailable")
 
 	// ErrInvalidName reports a lease or group name that breaks T1; the
 	// error is a *NameError.
-	ErrInvalidName = errors.New("simba: invalid name")
+	ErrInvalidName = errors.New("invalid name")
 
 	// ErrInvalidIdentity reports a session identity that breaks
 	// ValidateIdentity.
-	ErrInvalidIdentity = errors.New("simba: invalid identity")
+	ErrInvalidIdentity = errors.New("invalid identity")
 
 	// ErrInvalidGroup reports a partition count out of range.
-	ErrInvalidGroup = errors.New("simba: invalid group")
+	ErrInvalidGroup = errors.New("invalid group")
 
 	// ErrClosed reports a call on a Backend that was closed.
-	ErrClosed = errors.New("simba: backend closed")
+	ErrClosed = errors.New("backend closed")
 )
 
 // HeldError is the error of an [Session.Acquire] refused because another

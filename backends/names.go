@@ -23,7 +23,7 @@ type NameError struct {
 
 // Error implements error.
 func (e *NameError) Error() string {
-	return fmt.Sprintf("simba: invalid name %q: %s", e.Name, e.Reason)
+	return fmt.Sprintf("invalid name %q: %s", e.Name, e.Reason)
 }
 
 // Is reports whether target is [ErrInvalidName].
@@ -88,7 +88,7 @@ func SplitPartition(name string) (group string, i int, ok bool) {
 // name (SPEC §13).
 func ValidateGroup(group string, partitions int) error {
 	if partitions < 1 || partitions > MaxPartitions {
-		return fmt.Errorf("%w: group %q: %d partitions; want 1 to %d", ErrInvalidGroup, group, partitions, MaxPartitions)
+		return fmt.Errorf("%w %q: %d partitions; want 1 to %d", ErrInvalidGroup, group, partitions, MaxPartitions)
 	}
 	if err := ValidateName(group); err != nil {
 		return err

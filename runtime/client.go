@@ -427,7 +427,7 @@ func (c *Client) Ready(ctx context.Context) error {
 	live, closed := c.live, c.m.state == SessionClosed || c.m.closing != nil
 	c.mu.Unlock()
 	if closed {
-		return ErrClosed
+		return fmt.Errorf("simba: ready: %w", ErrClosed)
 	}
 	select {
 	case <-live:

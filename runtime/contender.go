@@ -102,14 +102,17 @@ func (m *machine) start(now mono, c *contender) error {
 		// Locks of one name on one client take turns, first come, first
 		// served, as with a sync.Mutex; TryLock does not wait.
 		if c.tryOnce {
-			return fmt.Errorf("simba: lock %q: %w: another Lock on this client holds or awaits it", c.name, ErrLeaseHeld)
+			return heldHere{}
 		}
 		c.waiting = true
 		m.lockQueue[c.name] = append(m.lockQueue[c.name], c)
 		return nil
 	}
-	if _, dup := m.byName[c.name]; dup || m.reserved(c.name) {
-		return fmt.Errorf("%w: %q", ErrNameInUse, c.name)
+	if _, dup := m.byName[c.name]; dup {
+		return ErrNameInUse
+	}
+	if g, i, ok := backends.SplitPartition(c.name); ok && m.reserved(c.name) {
+		return fmt.Errorf("%w (partition %d of group %q)", ErrNameInUse, i, g)
 	}
 	m.contend(c)
 	return nil

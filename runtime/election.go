@@ -10,7 +10,7 @@ import (
 )
 
 // ErrStopped reports a call on an election that was stopped.
-var ErrStopped = errors.New("simba: election stopped")
+var ErrStopped = errors.New("election stopped")
 
 // Listener receives an election's callbacks. They run one at a time, in
 // order, never while the engine holds a lock, and every Elected is followed
@@ -93,7 +93,7 @@ type Election struct {
 // per client, across elections and locks ([ErrNameInUse], L4, L8).
 func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) (*Election, error) {
 	if err := backends.ValidateName(name); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("simba: start election: %w", err)
 	}
 	ct := &contender{name: name, cat: catElection, listener: l, taskEndCooldown: c.cfg.RenewInterval}
 	for _, opt := range opts {
@@ -107,14 +107,15 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 	if l != nil {
 		ct.queue = newSerialQueue(c.exec)
 	}
-	return c.startContender(ct)
+	return c.startContender("start election", ct)
 }
 
-func (c *Client) startContender(ct *contender) (*Election, error) {
+// startContender starts ct; op names the call in errors.
+func (c *Client) startContender(op string, ct *contender) (*Election, error) {
 	var err error
 	c.apply(func(now mono) { err = c.m.start(now, ct) })
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("simba: %s %q: %w", op, ct.name, err)
 	}
 	return &Election{client: c, c: ct}, nil
 }
@@ -154,7 +155,7 @@ func (e *Election) StepDown(ctx context.Context, cooldown time.Duration) error {
 	stopped := e.c.removed || e.c.phase == phDone
 	e.client.mu.Unlock()
 	if stopped {
-		return ErrStopped
+		return fmt.Errorf("simba: step down %q: %w", e.c.name, ErrStopped)
 	}
 	return e.client.stop(ctx, e.c, true, cooldown)
 }

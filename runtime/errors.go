@@ -8,21 +8,23 @@ import (
 	"github.com/simba-go/simba/backends"
 )
 
-// Sentinel errors, tested with errors.Is.
+// Sentinel errors, tested with errors.Is. Their messages state a fact
+// without a prefix; the errors that wrap them start with "simba: " and say
+// which call on which name ("simba: lock "x": client closed").
 var (
 	// ErrTermExpired is matched by the error of [Term.EnsureValid] when the
 	// term will not stay valid long enough; the error is a *TermExpiredError.
-	ErrTermExpired = errors.New("simba: term expired")
+	ErrTermExpired = errors.New("term expired")
 
 	// ErrClosed reports a call on a client that is closing or closed.
-	ErrClosed = errors.New("simba: client closed")
+	ErrClosed = errors.New("client closed")
 
 	// ErrNameInUse reports a name already started on this client by an
 	// election, a lock, a schedule or a partition group (SPEC L8).
-	ErrNameInUse = errors.New("simba: name already in use on this client")
+	ErrNameInUse = errors.New("name already in use on this client")
 
 	// ErrInvalidConfig is matched by the *ConfigError of [Config.Validate].
-	ErrInvalidConfig = errors.New("simba: invalid config")
+	ErrInvalidConfig = errors.New("invalid config")
 
 	// ErrInvalidName is matched by errors about lease names that break SPEC
 	// T1; it is backends.ErrInvalidName.
@@ -33,7 +35,7 @@ var (
 	ErrLeaseHeld = backends.ErrLeaseHeld
 
 	// ErrNotOwner reports a term passed to a client that did not create it.
-	ErrNotOwner = errors.New("simba: term belongs to another client")
+	ErrNotOwner = errors.New("term belongs to another client")
 )
 
 // TermExpiredError is returned by [Term.EnsureValid]. It matches
@@ -72,3 +74,10 @@ func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
+
+// heldHere is the error of a TryLock while another Lock of this client holds
+// or awaits the lease: it matches ErrLeaseHeld.
+type heldHere struct{}
+
+func (heldHere) Error() string        { return "held by another Lock of this client" }
+func (heldHere) Is(target error) bool { return target == ErrLeaseHeld }

@@ -74,3 +74,45 @@ func TestNilOptions(t *testing.T) {
 		}
 	})
 }
+
+// Every error of the API says which call on which name, with one prefix,
+// and wraps the sentinel a caller tests for.
+func TestErrorsHaveOnePrefix(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newClient(t, memory.New())
+		ctx := context.Background()
+		if _, err := c.StartElection("report", nil); err != nil {
+			t.Fatal(err)
+		}
+		_, errInUse := c.StartElection("report", nil)
+		_, errLockInUse := c.Lock(ctx, "report")
+		_, errName := c.Lock(ctx, "bad name")
+		_, errGroup := c.StartGroup("g", 0, runtime.Schedule{}, func(context.Context, *runtime.Term, int) error { return nil })
+		closeClient(t, c)
+		_, errClosed := c.StartElection("other", nil)
+		errReady := c.Ready(ctx)
+		for _, tc := range []struct {
+			err    error
+			want   string
+			target error
+		}{
+			{errInUse, `simba: start election "report": name already in use on this client`, runtime.ErrNameInUse},
+			{errLockInUse, `simba: lock "report": name already in use on this client`, runtime.ErrNameInUse},
+			{errName, `simba: lock: invalid name "bad name": character ' ' at byte 3; want only [A-Za-z0-9._:-]`, runtime.ErrInvalidName},
+			{errGroup, `simba: start group: invalid group "g": 0 partitions; want 1 to 65536`, nil},
+			{errClosed, `simba: start election "other": client closed`, runtime.ErrClosed},
+			{errReady, `simba: ready: client closed`, runtime.ErrClosed},
+		} {
+			if tc.err == nil || tc.err.Error() != tc.want {
+				t.Errorf("error %v; want %q", tc.err, tc.want)
+				continue
+			}
+			if n := strings.Count(tc.err.Error(), "simba:"); n != 1 {
+				t.Errorf("error %q has %d prefixes; want 1", tc.err, n)
+			}
+			if tc.target != nil && !errors.Is(tc.err, tc.target) {
+				t.Errorf("error %q does not match %v", tc.err, tc.target)
+			}
+		}
+	})
+}

@@ -49,11 +49,11 @@ func (m *machine) startGroup(now mono, g *groupState) error {
 		return ErrClosed
 	}
 	if m.groups[g.name] != nil {
-		return fmt.Errorf("%w: group %q", ErrNameInUse, g.name)
+		return ErrNameInUse
 	}
 	for name := range m.byName {
 		if group, i, ok := backends.SplitPartition(name); ok && group == g.name && i < g.n {
-			return fmt.Errorf("%w: %q is partition %d of group %q", ErrNameInUse, name, i, g.name)
+			return fmt.Errorf("%w (%q, its partition %d, is started)", ErrNameInUse, name, i)
 		}
 	}
 	g.parts = make(map[int]*contender)
@@ -333,10 +333,10 @@ func (c *Client) StartGroup(name string, partitions int, s Schedule, fn Partitio
 		return nil, errors.New("simba: StartGroup: nil function")
 	}
 	if err := backends.ValidateGroup(name, partitions); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("simba: start group: %w", err)
 	}
 	if err := s.validate(c.cfg, true); err != nil {
-		return nil, fmt.Errorf("simba: group %q: %w", name, err)
+		return nil, fmt.Errorf("simba: start group %q: %w", name, err)
 	}
 	g := &groupState{name: name, n: partitions}
 	if s.once() {
@@ -348,7 +348,7 @@ func (c *Client) StartGroup(name string, partitions int, s Schedule, fn Partitio
 		}
 	} else {
 		if _, ok := c.backend.(backends.StoreClock); !ok {
-			return nil, fmt.Errorf("simba: group %q: the backend (%T) has no store clock to number slots with", name, c.backend)
+			return nil, fmt.Errorf("simba: start group %q: the backend (%T) has no store clock to number slots with", name, c.backend)
 		}
 		var mu sync.Mutex
 		infos := make(map[int]*runInfo)
@@ -368,7 +368,7 @@ func (c *Client) StartGroup(name string, partitions int, s Schedule, fn Partitio
 	var err error
 	c.apply(func(now mono) { err = c.m.startGroup(now, g) })
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("simba: start group %q: %w", name, err)
 	}
 	return &Group{client: c, g: g}, nil
 }
@@ -428,7 +428,7 @@ func (g *Group) StepDown(ctx context.Context, cooldown time.Duration) error {
 	removed := g.g.removed
 	g.client.mu.Unlock()
 	if removed {
-		return ErrStopped
+		return fmt.Errorf("simba: step down group %q: %w", g.g.name, ErrStopped)
 	}
 	return g.client.stopGroup(ctx, g.g, true, cooldown)
 }

@@ -35,14 +35,14 @@ func (c *Client) TryLock(ctx context.Context, name string) (*Term, error) {
 
 func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error) {
 	if err := backends.ValidateName(name); err != nil {
-		return nil, err // a *backends.NameError, which names the input
+		return nil, fmt.Errorf("simba: lock: %w", err)
 	}
 	w := make(chan waitResult, 1)
 	ct := &contender{name: name, cat: catLock, tryOnce: once, lockW: w}
 	var err error
 	c.apply(func(now mono) { err = c.m.start(now, ct) })
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("simba: lock %q: %w", name, err)
 	}
 	if r, err := wait(ctx, w); err == nil {
 		return r.term, nil
@@ -75,7 +75,7 @@ func (c *Client) Unlock(ctx context.Context, t *Term) error {
 		return errors.New("simba: Unlock: nil term")
 	}
 	if t.owner != c {
-		return ErrNotOwner
+		return fmt.Errorf("simba: unlock %v: %w", t, ErrNotOwner)
 	}
 	w := make(chan waitResult, 1)
 	c.apply(func(now mono) { c.m.unlock(now, t, w) })

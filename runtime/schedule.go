@@ -118,18 +118,18 @@ func (c *Client) StartSchedule(name string, s Schedule, fn TaskFunc) (*Scheduled
 		return nil, errors.New("simba: StartSchedule: nil function")
 	}
 	if err := backends.ValidateName(name); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("simba: start schedule: %w", err)
 	}
 	if err := s.validate(c.cfg, false); err != nil {
-		return nil, fmt.Errorf("simba: schedule %q: %w", name, err)
+		return nil, fmt.Errorf("simba: start schedule %q: %w", name, err)
 	}
 	if _, ok := c.backend.(backends.StoreClock); !ok {
-		return nil, fmt.Errorf("simba: schedule %q: the backend (%T) has no store clock to number slots with", name, c.backend)
+		return nil, fmt.Errorf("simba: start schedule %q: the backend (%T) has no store clock to number slots with", name, c.backend)
 	}
 	info := &runInfo{}
 	ct := &contender{name: name, cat: catSchedule, info: info, taskEndCooldown: c.cfg.RenewInterval,
 		task: func(ctx context.Context, t *Term) error { return c.runSchedule(ctx, t, s, info, fn) }}
-	e, err := c.startContender(ct)
+	e, err := c.startContender("start schedule", ct)
 	if err != nil {
 		return nil, err
 	}

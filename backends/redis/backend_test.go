@@ -124,7 +124,11 @@ func TestOpen(t *testing.T) {
 	}
 	ctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
+	start := time.Now()
 	_, err = Open(ctx, "redis://127.0.0.1:1/0")
+	if took := time.Since(start); took > 250*time.Millisecond {
+		t.Errorf("Open of a closed port took %v; want it to fail at once (no dial retries)", took)
+	}
 	if !errors.Is(err, backends.ErrUnavailable) {
 		t.Errorf("Open of a closed port = %v; want ErrUnavailable", err)
 	}
@@ -281,5 +285,47 @@ func TestTokensStayBelow2To53(t *testing.T) {
 	}
 	if len(held) != 0 {
 		t.Errorf("the session holds %v after the refusals; want nothing", held)
+	}
+}
+
+// Open takes the backend's options from the URL's query, refuses a URL that
+// names no host (go-redis would dial localhost), and never shows a password,
+// whatever characters it holds.
+func TestOpenURLOptions(t *testing.T) {
+	addr, admin := sharedRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	prefix := uniquePrefix()
+	b, err := Open(ctx, "redis://"+addr+"/0?simba_prefix="+prefix+"&simba_max_lease=7s&client_name=simba-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteKeys(t, admin, newLayout(prefix)) })
+	defer b.Close()
+	if b.Prefix() != prefix || b.MaxLease() != 7*time.Second {
+		t.Errorf("Open with simba_prefix and simba_max_lease: prefix %q, max lease %v; want %q and 7s", b.Prefix(), b.MaxLease(), prefix)
+	}
+	if o := b.client.(*redis.Client).Options(); o.ClientName != "simba-test" || o.DialerRetries != 1 {
+		t.Errorf("client options: name %q, dialer retries %d; want go-redis's own option kept and 1 retry", o.ClientName, o.DialerRetries)
+	}
+	for _, raw := range []string{
+		"redis://",
+		"redis:///0",
+		"redis://:pa/ss@" + addr + "/0",
+		"redis://user:pa#ss@" + addr + "/0",
+		"redis://:pa@ss@/0",
+		"redis://" + addr + "/0?simba_max_lease=soon&password=pa55",
+	} {
+		b, err := Open(ctx, raw)
+		if err == nil {
+			b.Close()
+			t.Errorf("Open(%q) = nil error; want one", redact.URL(raw))
+			continue
+		}
+		for _, secret := range []string{"pa/ss", "pa#ss", "pa@ss", "pa55", "ss@"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("Open error %q shows the password", err)
+			}
+		}
 	}
 }

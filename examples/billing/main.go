@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/simba-go/simba/backends/backendurl"
 	"github.com/simba-go/simba/examples/internal/cluster"
 	"github.com/simba-go/simba/runtime"
 )
@@ -80,7 +81,7 @@ func run(opts cluster.Options) error {
 	}
 	defer c.Close()
 	books := &Books{}
-	c.Printf("%d nodes share the 8 partitions of the group \"billing\" on %s (lease %v)", opts.Nodes, opts.Backend, opts.Lease)
+	c.Printf("%d nodes share the 8 partitions of the group \"billing\" on %s (lease %v)", opts.Nodes, backendurl.Redact(opts.Backend), opts.Lease)
 	watch, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
 	c.WatchGroup(watch, "billing", 8)

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/simba-go/simba/backends/backendurl"
 	"github.com/simba-go/simba/examples/internal/cluster"
 	"github.com/simba-go/simba/fencing"
 	"github.com/simba-go/simba/runtime"
@@ -149,7 +150,7 @@ func run(opts cluster.Options) error {
 	}
 	defer c.Close()
 	shared := &Shared{c: c, start: time.Now(), frozen: make(chan int, 1), pause: opts.Lease + 2*time.Second}
-	c.Printf("%d nodes contend for the lease \"ledger\" on %s (lease %v); batches arrive twice a second", opts.Nodes, opts.Backend, opts.Lease)
+	c.Printf("%d nodes contend for the lease \"ledger\" on %s (lease %v); batches arrive twice a second", opts.Nodes, backendurl.Redact(opts.Backend), opts.Lease)
 	c.Announce("ledger")
 	for i, client := range c.Clients() {
 		if _, err := RegisterAll(client, &Ledger{node: i, shared: shared}); err != nil {

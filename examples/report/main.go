@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/simba-go/simba/backends/backendurl"
 	"github.com/simba-go/simba/examples/internal/cluster"
 	"github.com/simba-go/simba/runtime"
 )
@@ -86,7 +87,7 @@ func run(opts cluster.Options) error {
 	}
 	defer c.Close()
 	log := &Log{c: c, byNode: make(map[int]int)}
-	c.Printf("%d nodes contend for the lease \"report\" on %s (lease %v)", opts.Nodes, opts.Backend, opts.Lease)
+	c.Printf("%d nodes contend for the lease \"report\" on %s (lease %v)", opts.Nodes, backendurl.Redact(opts.Backend), opts.Lease)
 	c.Announce("report")
 	regs := make([][]runtime.Registration, opts.Nodes)
 	for i, client := range c.Clients() {

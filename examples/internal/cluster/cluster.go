@@ -18,6 +18,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendurl"
+	simbaredis "github.com/simba-go/simba/backends/redis"
 	"github.com/simba-go/simba/runtime"
 )
 
@@ -66,6 +67,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.Nodes < 1 {
 		return nil, fmt.Errorf("--nodes %d: want at least 1", o.Nodes)
 	}
+	// go-redis logs dial failures to stderr through a global logger; the
+	// errors the examples print say the same, once.
+	simbaredis.SetDriverLogger(nil)
 	b, closer, err := backendurl.Open(ctx, o.Backend)
 	if err != nil {
 		return nil, err
