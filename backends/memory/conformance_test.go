@@ -7,6 +7,7 @@ import (
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendtest"
 	"github.com/simba-go/simba/backends/memory"
+	"github.com/simba-go/simba/internal/enginetest"
 )
 
 // harness describes the memory store to the conformance suite, with every
@@ -49,4 +50,12 @@ func harness(ttl, maxLease time.Duration) backendtest.Harness {
 
 func TestConformance(t *testing.T) {
 	backendtest.Run(t, harness(200*time.Millisecond, 600*time.Millisecond))
+}
+
+// The engine end to end on the memory store.
+func TestEngine(t *testing.T) {
+	enginetest.Run(t, enginetest.Harness{
+		New:   func(t *testing.T) backends.Backend { return memory.New() },
+		Lease: time.Second,
+	})
 }
