@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
 // ErrStopped reports a call on an election that was stopped.
@@ -62,7 +63,17 @@ func (l ListenerFuncs) Revoked(ctx context.Context, t *Term, r Reason) {
 }
 
 // ElectionOption configures an election.
-type ElectionOption func(*contender)
+type ElectionOption func(*electionOptions)
+
+type electionOptions struct {
+	task            TaskFunc
+	taskEndCooldown time.Duration
+}
+
+// TaskFunc is work an election runs while this node holds the lease: it is
+// called once per term with the term's context (cancelled when the term ends,
+// with the reason as cause) and the term.
+type TaskFunc func(ctx context.Context, t *Term) error
 
 // WithTask runs task once per term while this node holds the lease, on a
 // goroutine of its own, with a context cancelled when the term ends. Stop and
@@ -71,19 +82,20 @@ type ElectionOption func(*contender)
 // while the term is still valid, the election steps down for the task-end
 // cooldown (see [WithTaskEndCooldown]). A returned error or a panic is
 // reported to the log and the observer.
-func WithTask(task TaskFunc) ElectionOption { return func(c *contender) { c.task = task } }
+func WithTask(task TaskFunc) ElectionOption { return func(o *electionOptions) { o.task = task } }
 
 // WithTaskEndCooldown sets how long an election sits out after its task
 // returned while its term was still valid. The default is RenewInterval.
 func WithTaskEndCooldown(d time.Duration) ElectionOption {
-	return func(c *contender) { c.taskEndCooldown = d }
+	return func(o *electionOptions) { o.taskEndCooldown = d }
 }
 
 // Election is a named election started on a client. Create it with
 // [Client.StartElection].
 type Election struct {
 	client *Client
-	c      *contender
+	id     engine.ContenderID
+	name   string
 }
 
 // StartElection makes this node a candidate for the lease name: it tries to
@@ -95,40 +107,50 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 	if err := backends.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("simba: start election: %w", err)
 	}
-	ct := &contender{name: name, cat: catElection, listener: l, taskEndCooldown: c.cfg.RenewInterval}
+	o := electionOptions{taskEndCooldown: c.cfg.RenewInterval}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(ct)
+			opt(&o)
 		}
 	}
-	if ct.taskEndCooldown < 0 {
-		return nil, &ConfigError{"WithTaskEndCooldown", ct.taskEndCooldown.String(), ">= 0"}
+	if o.taskEndCooldown < 0 {
+		return nil, &ConfigError{"WithTaskEndCooldown", o.taskEndCooldown.String(), ">= 0"}
 	}
+	st := &started{listener: l, task: o.task}
 	if l != nil {
-		ct.queue = newSerialQueue(c.exec)
+		st.queue = newSerialQueue(c.exec)
 	}
-	return c.startContender("start election", ct)
+	in := engine.Start{Name: name, Kind: engine.KindElection, Listener: l != nil, Task: o.task != nil,
+		TaskEndCooldown: o.taskEndCooldown}
+	return c.startContender("start election", in, st)
 }
 
-// startContender starts ct; op names the call in errors.
-func (c *Client) startContender(op string, ct *contender) (*Election, error) {
+// startContender starts in with the driver's half st; op names the call in
+// errors.
+func (c *Client) startContender(op string, in engine.Start, st *started) (*Election, error) {
 	var err error
-	c.apply(func(now mono) { err = c.m.start(now, ct) })
+	c.apply(func(now mono) {
+		in.ID = engine.ContenderID(c.newID())
+		c.contenders[in.ID] = st
+		if err = c.m.Step(now, in); err != nil {
+			delete(c.contenders, in.ID)
+		}
+	})
 	if err != nil {
-		return nil, fmt.Errorf("simba: %s %q: %w", op, ct.name, err)
+		return nil, fmt.Errorf("simba: %s %q: %w", op, in.Name, err)
 	}
-	return &Election{client: c, c: ct}, nil
+	return &Election{client: c, id: in.ID, name: in.Name}, nil
 }
 
 // Name returns the lease name.
-func (e *Election) Name() string { return e.c.name }
+func (e *Election) Name() string { return e.name }
 
 // Term returns the term this node currently holds, or nil.
 func (e *Election) Term() *Term {
 	e.client.mu.Lock()
 	defer e.client.mu.Unlock()
-	if e.c.phase == phLeader {
-		return e.c.term
+	if id, ok := e.client.m.LeaderTerm(e.id); ok {
+		return e.client.terms[id]
 	}
 	return nil
 }
@@ -141,7 +163,7 @@ func (e *Election) Term() *Term {
 // or task, Stop queues the request and returns nil (L5). Stopping a stopped
 // election returns nil.
 func (e *Election) Stop(ctx context.Context) error {
-	return e.client.stop(ctx, e.c, false, 0)
+	return e.client.stop(ctx, e.id, false, 0)
 }
 
 // StepDown hands the lease over like Stop, but keeps the election started: it
@@ -152,16 +174,18 @@ func (e *Election) StepDown(ctx context.Context, cooldown time.Duration) error {
 		return &ConfigError{"cooldown", cooldown.String(), ">= 0"}
 	}
 	e.client.mu.Lock()
-	stopped := e.c.removed || e.c.phase == phDone
+	stopped := e.client.m.Stopped(e.id)
 	e.client.mu.Unlock()
 	if stopped {
-		return fmt.Errorf("simba: step down %q: %w", e.c.name, ErrStopped)
+		return fmt.Errorf("simba: step down %q: %w", e.name, ErrStopped)
 	}
-	return e.client.stop(ctx, e.c, true, cooldown)
+	return e.client.stop(ctx, e.id, true, cooldown)
 }
 
-func (c *Client) stop(ctx context.Context, ct *contender, stepDown bool, cooldown time.Duration) error {
-	return c.await(ctx, func(now mono, w waiter) { c.m.stopInput(now, ct, stepDown, cooldown, w) })
+func (c *Client) stop(ctx context.Context, id engine.ContenderID, stepDown bool, cooldown time.Duration) error {
+	return c.await(ctx, func(w engine.Waiter) engine.Input {
+		return engine.Stop{ID: id, StepDown: stepDown, Cooldown: cooldown, Waiter: w}
+	})
 }
 
 // RunWhileLeader runs fn each time this node is elected for name, with the
@@ -189,41 +213,4 @@ func (c *Client) RunWhileLeader(ctx context.Context, name string, fn TaskFunc, o
 	case <-c.quit:
 		return fmt.Errorf("simba: run while leader %q: %w", name, ErrClosed)
 	}
-}
-
-// dispatch queues one callback on the election's serial dispatcher.
-func (c *Client) dispatch(ct *contender, t *Term, elected bool) {
-	c.wg.Add(1)
-	run := func() {
-		defer c.wg.Done()
-		if elected || !t.rejected.Load() {
-			err := protect(func() error {
-				if elected {
-					ct.listener.Elected(context.WithValue(t.ctx, insideKey{}, c), t)
-				} else {
-					ct.listener.Revoked(context.WithValue(context.WithoutCancel(t.ctx), insideKey{}, c), t, t.Reason())
-				}
-				return nil
-			})
-			if err != nil {
-				c.report(Event{Kind: EventCallbackPanicked, Name: t.name, Token: t.token, Err: err})
-			}
-		}
-		c.apply(func(now mono) { c.m.callbackDone(now, ct) })
-	}
-	rejected := func(err error) {
-		t.rejected.Store(true) // its revoked callback, if queued, is skipped
-		go func() {
-			defer c.wg.Done()
-			c.apply(func(now mono) { c.m.dispatchFailed(now, ct, t, err) })
-		}()
-	}
-	ct.queue.push(queued{run: run, mustRun: !elected, rejected: rejected})
-}
-
-// report queues an event the driver itself noticed. The caller must be a
-// goroutine counted in c.wg.
-func (c *Client) report(e Event) {
-	c.wg.Add(1)
-	c.events.push(queued{run: func() { defer c.wg.Done(); c.deliver(e) }, mustRun: true})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
 // Sentinel errors, tested with errors.Is. Their messages state a fact
@@ -17,11 +18,11 @@ var (
 	ErrTermExpired = errors.New("term expired")
 
 	// ErrClosed reports a call on a client that is closing or closed.
-	ErrClosed = errors.New("client closed")
+	ErrClosed = engine.ErrClosed
 
 	// ErrNameInUse reports a name already started on this client by an
 	// election, a lock, a schedule or a partition group (SPEC L8).
-	ErrNameInUse = errors.New("name already in use on this client")
+	ErrNameInUse = engine.ErrNameInUse
 
 	// ErrInvalidConfig is matched by the *ConfigError of [Config.Validate].
 	ErrInvalidConfig = errors.New("invalid config")
@@ -74,10 +75,3 @@ func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
-
-// heldHere is the error of a TryLock while another Lock of this client holds
-// or awaits the lease: it matches ErrLeaseHeld.
-type heldHere struct{}
-
-func (heldHere) Error() string        { return "held by another Lock of this client" }
-func (heldHere) Is(target error) bool { return target == ErrLeaseHeld }

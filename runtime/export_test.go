@@ -22,7 +22,7 @@ func (c *Client) PauseEngine() {
 }
 
 // ResumeEngine ticks the engine, which re-arms its timer.
-func (c *Client) ResumeEngine() { c.apply(c.m.tick) }
+func (c *Client) ResumeEngine() { c.apply(c.m.Tick) }
 
 // MinMoves exposes the tests' independent oracle for the fewest moves to a
 // fair assignment to the external test package.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
 // Holder describes who holds a lease, as [Client.Holder] and
@@ -106,12 +107,12 @@ func (c *Client) currentSession() (s backends.Session, id backends.SessionID, pe
 	live <-chan struct{}, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m.state == SessionClosed || c.m.closing != nil {
+	if state, closing, _ := c.m.State(); state == engine.Closed || closing {
 		return nil, "", 0, nil, ErrClosed
 	}
-	if ss := c.m.sess; ss != nil && !ss.ended {
-		if h := c.sessions[ss.gen]; h != nil {
-			return h, ss.id, ss.period, nil, nil
+	if gen, sid, p, ok := c.m.Session(); ok {
+		if h := c.sessions[gen]; h != nil {
+			return h, sid, p, nil, nil
 		}
 	}
 	return nil, "", 0, c.live, nil
@@ -124,7 +125,8 @@ func (c *Client) waitSessionChange(ctx context.Context, old backends.SessionID) 
 	defer t.Stop()
 	for {
 		c.mu.Lock()
-		changed := c.m.sess == nil || c.m.sess.id != old
+		_, id, _, ok := c.m.Session()
+		changed := !ok || id != old
 		renewed := c.renewed
 		c.mu.Unlock()
 		if changed {
@@ -156,7 +158,7 @@ func (c *Client) WatchHolder(ctx context.Context, name string) (<-chan Holder, e
 	}
 	ch := make(chan Holder, 1)
 	c.mu.Lock()
-	if c.shutdown || c.m.state == SessionClosed || c.m.closing != nil {
+	if state, closing, _ := c.m.State(); c.shutdown || state == engine.Closed || closing {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("simba: watch holder of %q: %w", name, ErrClosed)
 	}
@@ -206,7 +208,7 @@ func (c *Client) followHolder(ctx context.Context, name string, ch chan<- Holder
 				last = &hh
 			}
 			if remaining > 0 {
-				wait = min(wait, time.Duration(float64(remaining)*(1+c.m.cfg.Drift))+time.Millisecond)
+				wait = min(wait, time.Duration(float64(remaining)*(1+c.m.Config().Drift))+time.Millisecond)
 			}
 			if h.Free() && quick > 0 {
 				// Released: a candidate takes it within a few round trips.

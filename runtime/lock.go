@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
 // Lock acquires the lease name and returns its term, waiting until it is free
@@ -37,25 +38,37 @@ func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error
 	if err := backends.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("simba: lock: %w", err)
 	}
-	w := make(chan waitResult, 1)
-	ct := &contender{name: name, cat: catLock, tryOnce: once, lockW: w}
-	var err error
-	c.apply(func(now mono) { err = c.m.start(now, ct) })
+	var (
+		id  engine.ContenderID
+		w   engine.Waiter
+		ch  chan waitResult
+		err error
+	)
+	c.apply(func(now mono) {
+		id = engine.ContenderID(c.newID())
+		w, ch = c.newWaiter()
+		c.contenders[id] = &started{}
+		if err = c.m.Step(now, engine.Start{ID: id, Name: name, Kind: engine.KindLock, TryOnce: once, Waiter: w}); err != nil {
+			delete(c.contenders, id)
+			delete(c.waiters, w)
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("simba: lock %q: %w", name, err)
 	}
-	if r, err := wait(ctx, w); err == nil {
+	if r, err := wait(ctx, ch); err == nil {
 		return r.term, nil
 	} else if ctx.Err() == nil {
 		return nil, err // the lock's own failure
 	}
 	var refusal *backends.HeldError
 	c.apply(func(now mono) {
-		c.m.abandon(now, ct)
-		refusal = ct.refusal
+		refusal = c.m.Refusal(id)
+		c.m.Step(now, engine.Abandon{ID: id})
+		delete(c.waiters, w) // an abandoned Lock is not completed
 	})
 	select {
-	case r := <-w: // won just as ctx ended: give it back
+	case r := <-ch: // won just as ctx ended: give it back
 		if r.term != nil {
 			_ = c.Unlock(context.WithoutCancel(ctx), r.term)
 		}
@@ -77,8 +90,15 @@ func (c *Client) Unlock(ctx context.Context, t *Term) error {
 	if t.owner != c {
 		return fmt.Errorf("simba: unlock %v: %w", t, ErrNotOwner)
 	}
-	w := make(chan waitResult, 1)
-	c.apply(func(now mono) { c.m.unlock(now, t, w) })
-	_, err := wait(ctx, w)
+	if !t.lock {
+		return fmt.Errorf("simba: Unlock: %v is an election's term; stop the election instead", t)
+	}
+	var ch chan waitResult
+	c.apply(func(now mono) {
+		var w engine.Waiter
+		w, ch = c.newWaiter()
+		c.m.Step(now, engine.Unlock{Term: t.id, Waiter: w})
+	})
+	_, err := wait(ctx, ch)
 	return err
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
 // Schedule says when leader-only work runs (SPEC §13). Exactly one of Rate
@@ -79,24 +77,6 @@ func (s Schedule) validate(cfg Config, onceOK bool) error {
 	return nil
 }
 
-// runInfo is a schedule's status, shared between its loop and Snapshot.
-type runInfo struct {
-	mu   sync.Mutex
-	stat ScheduleStatus
-}
-
-func (r *runInfo) update(f func(*ScheduleStatus)) {
-	r.mu.Lock()
-	f(&r.stat)
-	r.mu.Unlock()
-}
-
-func (r *runInfo) get() ScheduleStatus {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stat
-}
-
 // ScheduleStatus is a schedule's entry in a [Snapshot].
 type ScheduleStatus struct {
 	Next    time.Time // when the next run is due (local clock), zero if none is planned
@@ -126,21 +106,21 @@ func (c *Client) StartSchedule(name string, s Schedule, fn TaskFunc) (*Scheduled
 	if _, ok := c.backend.(backends.StoreClock); !ok {
 		return nil, fmt.Errorf("simba: start schedule %q: the backend (%T) has no store clock to number slots with", name, c.backend)
 	}
-	info := &runInfo{}
-	ct := &contender{name: name, cat: catSchedule, info: info, taskEndCooldown: c.cfg.RenewInterval,
-		task: func(ctx context.Context, t *Term) error { return c.runSchedule(ctx, t, s, info, fn) }}
-	e, err := c.startContender("start schedule", ct)
+	st := &started{task: fn}
+	in := engine.Start{Name: name, Kind: engine.KindSchedule, TaskEndCooldown: c.cfg.RenewInterval,
+		Schedule: engine.Schedule(s)}
+	e, err := c.startContender("start schedule", in, st)
 	if err != nil {
 		return nil, err
 	}
-	return &ScheduledTask{e: e, info: info}, nil
+	return &ScheduledTask{e: e, st: st}, nil
 }
 
 // ScheduledTask is a schedule started on a client with [Client.StartSchedule]:
 // an election whose terms run the schedule's work.
 type ScheduledTask struct {
-	e    *Election
-	info *runInfo
+	e  *Election
+	st *started
 }
 
 // Name returns the lease name.
@@ -151,7 +131,30 @@ func (s *ScheduledTask) Term() *Term { return s.e.Term() }
 
 // Status returns the schedule's next and last runs, over every term of this
 // client.
-func (s *ScheduledTask) Status() ScheduleStatus { return s.info.get() }
+func (s *ScheduledTask) Status() ScheduleStatus {
+	c := s.e.client
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rs, ok := c.m.ScheduleStatus(s.e.id); ok {
+		return c.scheduleStatus(rs)
+	}
+	if s.st.final != nil {
+		return *s.st.final
+	}
+	return ScheduleStatus{}
+}
+
+// scheduleStatus converts the core's run status to local times.
+func (c *Client) scheduleStatus(rs engine.RunStatus) ScheduleStatus {
+	st := ScheduleStatus{LastErr: rs.LastErr, Runs: rs.Runs}
+	if rs.HasNext {
+		st.Next = c.epoch.Add(rs.Next)
+	}
+	if rs.HasLastRun {
+		st.LastRun = c.epoch.Add(rs.LastRun)
+	}
+	return st
+}
 
 // Stop ends the schedule with the hand-off order: the run in progress is
 // cancelled and awaited (at most until the term's validity runs out), then
@@ -162,210 +165,4 @@ func (s *ScheduledTask) Stop(ctx context.Context) error { return s.e.Stop(ctx) }
 // the contest for cooldown (H4).
 func (s *ScheduledTask) StepDown(ctx context.Context, cooldown time.Duration) error {
 	return s.e.StepDown(ctx, cooldown)
-}
-
-// runSchedule is the task of a scheduled term: it runs fn as s says until
-// the term ends.
-func (c *Client) runSchedule(ctx context.Context, t *Term, s Schedule, info *runInfo, fn TaskFunc) error {
-	kind := "rate"
-	if s.Delay > 0 {
-		kind = "delay"
-	}
-	last, hasLast := decodeRecord(t.eng.value, kind)
-	firstAt := time.Now().Add(s.Initial)
-	defer info.update(func(st *ScheduleStatus) { st.Next = time.Time{} })
-	for {
-		// When is the next run due, on the store's clock? storeNow is an
-		// estimate from the last renewal, ahead of the store by up to one
-		// request latency, so a slot may start slightly before its boundary
-		// on the store's clock. That cannot run a slot twice: runs are
-		// recorded by slot number, and a slot recorded complete is never
-		// started again.
-		storeNow, err := c.storeNow(ctx)
-		if err != nil {
-			return nil // the term ended
-		}
-		var due time.Time
-		var slot int64
-		if s.Rate > 0 {
-			slot = max(floorDiv(storeNow.UnixMilli(), s.Rate.Milliseconds()), 0)
-			if hasLast && slot*s.Rate.Milliseconds() <= last.UnixMilli() {
-				slot = floorDiv(last.UnixMilli(), s.Rate.Milliseconds()) + 1
-			}
-			due = time.UnixMilli(slot * s.Rate.Milliseconds())
-		} else {
-			due = storeNow
-			if hasLast {
-				due = last.Add(s.Delay)
-			}
-		}
-		wait := max(time.Until(firstAt), due.Sub(storeNow))
-		info.update(func(st *ScheduleStatus) { st.Next = time.Now().Add(wait) })
-		if !sleepCtx(ctx, wait) {
-			return nil
-		}
-		if s.Rate > 0 {
-			// A slot missed while waiting (the initial delay, a long run) is
-			// skipped: run the slot current now.
-			if now, err := c.storeNow(ctx); err == nil {
-				slot = max(slot, floorDiv(now.UnixMilli(), s.Rate.Milliseconds()))
-			}
-		}
-		// E1: start only if the term stays valid for the step; otherwise try
-		// again after the next renewal, within the same slot.
-		for t.EnsureValid(s.Step) != nil {
-			renewed := c.renewedChan()
-			select {
-			case <-renewed:
-			case <-ctx.Done():
-				return nil
-			}
-			if s.Rate > 0 {
-				if now, err := c.storeNow(ctx); err == nil && floorDiv(now.UnixMilli(), s.Rate.Milliseconds()) > slot {
-					break // the slot is over; the outer loop picks the next one
-				}
-			}
-		}
-		if t.EnsureValid(s.Step) != nil {
-			continue
-		}
-		started := time.Now()
-		info.update(func(st *ScheduleStatus) { st.LastRun, st.Next = started, time.Time{}; st.Runs++ })
-		runCtx := ctx
-		if s.Rate > 0 {
-			runCtx = context.WithValue(ctx, slotKey{}, time.UnixMilli(slot*s.Rate.Milliseconds()))
-		}
-		runErr := protect(func() error { return fn(runCtx, t) })
-		info.update(func(st *ScheduleStatus) { st.LastErr = runErr })
-		var record time.Time
-		if s.Rate > 0 {
-			record = time.UnixMilli(slot * s.Rate.Milliseconds())
-		} else if record, err = c.storeNow(ctx); err != nil {
-			return nil
-		}
-		last, hasLast = record, true // never rerun this slot in this term
-		if runErr != nil {
-			if ctx.Err() == nil || !errors.Is(runErr, context.Canceled) {
-				c.report(Event{Kind: EventRunFailed, Name: t.name, Token: t.token, Err: runErr})
-			}
-			if ctx.Err() != nil {
-				return nil
-			}
-			continue // a failed run is not recorded
-		}
-		// Record the slot even if the term was revoked meanwhile: during the
-		// hand-off the lease is still ours until this task returns.
-		if err := c.putValue(context.WithoutCancel(ctx), t, encodeRecord(kind, record)); err != nil {
-			if errors.Is(err, backends.ErrNotHolder) {
-				return nil
-			}
-			c.report(Event{Kind: EventBackendError, Name: t.name, Token: t.token, Err: err})
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-	}
-}
-
-type slotKey struct{}
-
-// ScheduledSlot returns the start, on the store's clock, of the fixed-rate
-// slot a run was started for, from the run's context; ok is false outside a
-// fixed-rate run. The slot start names the run across nodes and fail-overs,
-// so it serves as an idempotency key.
-func ScheduledSlot(ctx context.Context) (start time.Time, ok bool) {
-	start, ok = ctx.Value(slotKey{}).(time.Time)
-	return start, ok
-}
-
-// The lease value a schedule records: "simba/v1 rate <unix ms>" or
-// "simba/v1 delay <unix ms>".
-const recordPrefix = "simba/v1 "
-
-func encodeRecord(kind string, at time.Time) []byte {
-	return []byte(recordPrefix + kind + " " + strconv.FormatInt(at.UnixMilli(), 10))
-}
-
-func decodeRecord(v []byte, kind string) (time.Time, bool) {
-	rest, ok := strings.CutPrefix(string(v), recordPrefix+kind+" ")
-	if !ok {
-		return time.Time{}, false
-	}
-	ms, err := strconv.ParseInt(rest, 10, 64)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return time.UnixMilli(ms), true
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
-}
-
-// sleepCtx sleeps d or until ctx ends; it reports whether it slept all of d.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// storeNow estimates the store's clock from the last renewal, or reads it.
-func (c *Client) storeNow(ctx context.Context) (time.Time, error) {
-	c.mu.Lock()
-	t, ok := c.m.storeNow(c.now())
-	c.mu.Unlock()
-	if ok {
-		return t, nil
-	}
-	sc, ok := c.backend.(backends.StoreClock)
-	if !ok {
-		return time.Time{}, errors.New("simba: the backend has no store clock")
-	}
-	cctx, cancel := context.WithTimeout(ctx, c.cfg.RenewInterval)
-	defer cancel()
-	return sc.StoreTime(cctx)
-}
-
-// renewedChan returns a channel closed at the next successful renewal.
-func (c *Client) renewedChan() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.renewed
-}
-
-// putValue stores value beside t's lease, with t's token.
-func (c *Client) putValue(ctx context.Context, t *Term, value []byte) error {
-	w := make(chan waitResult, 1)
-	c.apply(func(now mono) { c.m.putValue(now, t, value, w) })
-	_, err := wait(ctx, w)
-	return err
-}
-
-func (m *machine) putValue(now mono, t *Term, value []byte, w waiter) {
-	m.advance(now)
-	defer m.settle()
-	// A term being handed over (revoked, its task awaited, not yet
-	// released) still holds its lease: its task may record what it
-	// finished, fenced by the token in the store.
-	c := t.eng.c
-	handingOver := c.phase == phHandoff && c.term == t && t.eng.releaseReq == 0
-	s, live := m.current(t.eng.sess.gen)
-	if !live || t.ended.Load() && !handingOver {
-		m.complete(w, nil, fmt.Errorf("simba: %v ended: %w", t, backends.ErrNotHolder))
-		return
-	}
-	m.send(request{kind: reqPutValue, gen: s.gen, name: t.name, token: t.token, value: value, timeout: s.period},
-		&pendingReq{w: w})
 }

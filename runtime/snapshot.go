@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
 // Snapshot is a point-in-time view of a client (SPEC S5), for status pages
@@ -87,57 +88,50 @@ func (c *Client) Snapshot() Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	s := c.m.snapshot(now)
-	if s.Remaining > 0 {
-		s.Deadline = c.epoch.Add(now + s.Remaining)
+	st := c.m.Status(now)
+	snap := Snapshot{State: SessionState(st.State), Session: st.Session, Remaining: st.Remaining,
+		RenewPeriod: st.RenewPeriod, LastError: st.LastErr}
+	if snap.Remaining > 0 {
+		snap.Deadline = c.epoch.Add(now + snap.Remaining)
 	}
-	return s
-}
-
-func (m *machine) snapshot(now mono) Snapshot {
-	snap := Snapshot{State: m.state, LastError: m.lastErr}
-	if s := m.sess; s != nil {
-		snap.Session = s.id
-		snap.Remaining = max(0, s.deadline.get()-now)
-		snap.RenewPeriod = s.period
-	}
-	for _, g := range m.groupList {
-		if g.removed {
-			continue
-		}
-		gs := GroupStatus{Name: g.name, Partitions: g.n, Held: heldPartitions(g), Joined: g.joined, LastError: g.lastErr}
-		if g.viewed {
-			gs.Members = len(g.view.Members)
-		}
-		for _, i := range gs.Held {
-			c := g.parts[i]
-			ps := PartitionStatus{Index: i, Token: c.term.token, Remaining: max(0, c.term.deadline.get()-now)}
-			if c.info != nil {
-				st := c.info.get()
-				ps.Schedule = &st
+	for _, g := range st.Groups {
+		gs := GroupStatus{Name: g.Name, Partitions: g.Partitions, Members: g.Members, Held: g.Held, Joined: g.Joined,
+			LastError: g.LastErr}
+		for _, p := range g.PerPartition {
+			ps := PartitionStatus{Index: p.Index, Token: p.Token, Remaining: p.Remaining}
+			if p.Schedule != nil {
+				rs := c.scheduleStatus(*p.Schedule)
+				ps.Schedule = &rs
 			}
 			gs.PerPartition = append(gs.PerPartition, ps)
 		}
 		snap.Groups = append(snap.Groups, gs)
 	}
-	for _, c := range m.contenders {
-		if c.removed || c.group != nil {
-			continue
-		}
-		ls := LeaseStatus{Name: c.name, Lock: c.cat == catLock}
-		if c.info != nil {
-			st := c.info.get()
-			ls.Schedule = &st
-		}
-		switch {
-		case c.phase == phLeader:
-			ls.Role, ls.Token, ls.Remaining = RoleLeader, c.term.token, max(0, c.term.deadline.get()-now)
-		case c.phase == phHandoff:
-			ls.Role, ls.Token = RoleHandingOff, c.term.token
-		case c.cooldownUntil > now:
-			ls.Role, ls.Cooldown = RoleCoolingDown, c.cooldownUntil-now
+	for _, l := range st.Leases {
+		ls := LeaseStatus{Name: l.Name, Lock: l.Lock, Role: Role(l.Role), Token: l.Token, Remaining: l.Remaining,
+			Cooldown: l.Cooldown}
+		if l.Schedule != nil {
+			rs := c.scheduleStatus(*l.Schedule)
+			ls.Schedule = &rs
 		}
 		snap.Leases = append(snap.Leases, ls)
 	}
 	return snap
 }
+
+// SessionState is the state of a client's session (SPEC S5).
+type SessionState int
+
+const (
+	// SessionOpening: no session yet, or opening a new one after the last ended.
+	SessionOpening SessionState = iota
+	// SessionLive: the last renewal succeeded.
+	SessionLive
+	// SessionSuspended: the last renewal failed; the local deadline has not passed.
+	SessionSuspended
+	// SessionClosed: the client was closed.
+	SessionClosed
+)
+
+// String returns the state in words.
+func (s SessionState) String() string { return engine.SessionState(s).String() }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
 // Token is a fencing token (SPEC §7): greater than zero, constant within a
@@ -83,7 +84,8 @@ type Term struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 
-	eng termState // engine bookkeeping, guarded by the client's mutex
+	id   engine.TermID // the engine's name for it
+	lock bool          // a lock's term, released with Unlock
 }
 
 func newTerm(owner *Client, name string, token Token, d *deadline, now func() mono) *Term {

@@ -1,4 +1,4 @@
-package runtime
+package engine
 
 import (
 	"cmp"
@@ -8,8 +8,8 @@ import (
 )
 
 // assign computes the fair assignment of a group's n partitions to its
-// members that moves the fewest partitions from the current holders (SPEC
-// §13). Every member computes it from the same view and so agrees on it.
+// members that moves the fewest partitions from the current holders (§13).
+// Every member computes it from the same view and so agrees on it.
 //
 // A state is fair when every member holds ⌊n/m⌋ or ⌈n/m⌉ partitions. The
 // n mod m members allowed ⌈n/m⌉ are those already holding that many or more

@@ -1,7 +1,6 @@
-package runtime
+package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,121 +16,165 @@ import (
 
 type harness struct {
 	t   *testing.T
-	m   *machine
+	m   *Machine
 	cfg Config
-	now mono
+	now Mono
 
-	sent       []request // requests not yet answered, in order
-	dispatched []effect
-	tasks      []*Term
+	sent       []Request // requests not yet answered, in order
+	dispatched []Effect
+	tasks      []TermID
 	events     []Event
-	completed  []effect
+	completed  []Effect
 	log        []string // every effect, in order, for ordering checks
+
+	terms     map[TermID]*hterm // every term started, as a driver sees it
+	deadlines map[uint64]Mono   // each session's local deadline, as a driver sees it
+	lastID    ContenderID
 }
+
+// hterm is a term as the driver sees it, from the core's effects.
+type hterm struct {
+	id     TermID
+	name   string
+	token  Token
+	gen    uint64
+	ended  bool
+	reason Reason
+	h      *harness
+}
+
+func (t *hterm) Valid() bool    { return !t.ended && t.h.now < t.h.deadlines[t.gen] }
+func (t *hterm) Reason() Reason { return t.reason }
+func (t *hterm) deadline() Mono { return t.h.deadlines[t.gen] }
+func (t *hterm) String() string { return fmt.Sprintf("%s#%d", t.name, t.token) }
 
 var errDown = fmt.Errorf("connection refused: %w", backends.ErrUnavailable)
 
 func newHarness(t *testing.T, cfg Config) *harness {
-	h := &harness{t: t, cfg: cfg}
-	h.m = newMachine(cfg, 1, func() mono { return h.now }, nil)
-	h.m.tick(0)
+	h := &harness{t: t, cfg: cfg, terms: make(map[TermID]*hterm), deadlines: make(map[uint64]Mono)}
+	h.m = New(cfg, 1)
+	h.m.Tick(0)
 	h.collect()
 	return h
 }
 
 func (h *harness) collect() {
-	for _, e := range h.m.takeEffects() {
-		switch e.kind {
-		case effSend:
-			h.sent = append(h.sent, e.req)
-			h.log = append(h.log, "send "+e.req.kind.String())
-		case effDispatch:
+	effs, _, _ := h.m.Ready()
+	for _, e := range effs {
+		switch e.Kind {
+		case EffSend:
+			h.sent = append(h.sent, e.Req)
+			h.log = append(h.log, "send "+e.Req.Kind.String())
+		case EffDispatch:
 			h.dispatched = append(h.dispatched, e)
-			h.log = append(h.log, fmt.Sprintf("dispatch elected=%v", e.elected))
-		case effStartTask:
-			h.tasks = append(h.tasks, e.term)
+			h.log = append(h.log, fmt.Sprintf("dispatch elected=%v", e.Elected))
+		case EffStartTask:
+			h.tasks = append(h.tasks, e.Term)
 			h.log = append(h.log, "start task")
-		case effEvent:
-			h.events = append(h.events, e.ev)
-			h.log = append(h.log, "event "+e.ev.Kind.String())
-		case effComplete:
+		case EffEvent:
+			h.events = append(h.events, e.Event)
+			h.log = append(h.log, "event "+e.Event.Kind.String())
+		case EffComplete:
 			h.completed = append(h.completed, e)
 			h.log = append(h.log, "complete")
+		case EffTermStarted:
+			h.terms[e.Term] = &hterm{id: e.Term, name: e.Name, token: e.Token, gen: e.Gen, h: h}
+		case EffTermEnded:
+			h.terms[e.Term].ended, h.terms[e.Term].reason = true, e.Reason
+		case EffSetDeadline:
+			h.deadlines[e.Gen] = e.At
 		}
 	}
 }
 
+// step hands the machine an input at the harness's time.
+func (h *harness) step(in Input) error {
+	h.t.Helper()
+	err := h.m.Step(h.now, in)
+	h.collect()
+	return err
+}
+
 // advanceTo moves the clock to at and ticks.
-func (h *harness) advanceTo(at mono) {
+func (h *harness) advanceTo(at Mono) {
 	h.t.Helper()
 	if at < h.now {
 		h.t.Fatalf("time goes backwards: %v → %v", h.now, at)
 	}
 	h.now = at
-	h.m.tick(at)
+	h.m.Tick(at)
 	h.collect()
 }
 
 // take removes and returns the oldest unanswered request of kind.
-func (h *harness) take(kind reqKind) request {
+func (h *harness) take(kind ReqKind) Request {
 	h.t.Helper()
 	for i, r := range h.sent {
-		if r.kind == kind {
+		if r.Kind == kind {
 			h.sent = slices.Delete(h.sent, i, i+1)
 			return r
 		}
 	}
 	h.t.Fatalf("no %v request was sent; unanswered: %v", kind, h.sent)
-	return request{}
+	return Request{}
 }
 
-func (h *harness) has(kind reqKind) bool {
-	return slices.ContainsFunc(h.sent, func(r request) bool { return r.kind == kind })
+func (h *harness) has(kind ReqKind) bool {
+	return slices.ContainsFunc(h.sent, func(r Request) bool { return r.Kind == kind })
 }
 
-func (h *harness) reply(r request, res result) {
-	h.m.done(h.now, r.id, res)
-	h.collect()
+func (h *harness) reply(r Request, res Result) {
+	h.t.Helper()
+	h.step(Reply{ID: r.ID, Result: res})
 }
 
-func renewal(remaining time.Duration, version uint64) result {
-	return result{renewal: backends.Renewal{Remaining: remaining, Digest: backends.Digest{Version: version}}}
+func renewal(remaining time.Duration, version uint64) Result {
+	return Result{Renewal: backends.Renewal{Remaining: remaining, Digest: backends.Digest{Version: version}}}
 }
 
 // open answers the pending open request with a full lease.
-func (h *harness) open() request {
+func (h *harness) open() Request {
 	h.t.Helper()
-	r := h.take(reqOpen)
-	h.reply(r, result{session: backends.SessionID(fmt.Sprint("s", r.gen)), renewal: backends.Renewal{Remaining: h.cfg.LeaseDuration}})
+	r := h.take(ReqOpen)
+	h.reply(r, Result{Session: backends.SessionID(fmt.Sprint("s", r.Gen)), Renewal: backends.Renewal{Remaining: h.cfg.LeaseDuration}})
 	return r
 }
 
-func (h *harness) startElection(name string, l Listener, task TaskFunc) *contender {
+func (h *harness) startElection(name string, listener, task bool) *contender {
 	h.t.Helper()
-	c := &contender{name: name, cat: catElection, listener: l, task: task, taskEndCooldown: h.cfg.RenewInterval}
-	if err := h.m.start(h.now, c); err != nil {
+	h.lastID++
+	id := h.lastID
+	if err := h.step(Start{ID: id, Name: name, Kind: KindElection, Listener: listener, Task: task,
+		TaskEndCooldown: h.cfg.RenewInterval}); err != nil {
 		h.t.Fatal(err)
 	}
-	h.collect()
-	return c
+	return h.m.byID[id]
+}
+
+// termOf returns c's current term as the driver sees it.
+func (h *harness) termOf(c *contender) *hterm {
+	if c.term == nil {
+		return nil
+	}
+	return h.terms[c.term.id]
 }
 
 // win answers c's pending acquire with token and returns the term.
-func (h *harness) win(c *contender, token Token) *Term {
+func (h *harness) win(c *contender, token Token) *hterm {
 	h.t.Helper()
-	r := h.take(reqAcquire)
-	if r.name != c.name {
-		h.t.Fatalf("acquire for %q, want %q", r.name, c.name)
+	r := h.take(ReqAcquire)
+	if r.Name != c.name {
+		h.t.Fatalf("acquire for %q, want %q", r.Name, c.name)
 	}
-	h.reply(r, result{grant: backends.Grant{Token: token}})
+	h.reply(r, Result{Grant: backends.Grant{Token: token}})
 	if c.term == nil || c.term.token != token {
 		h.t.Fatalf("term not adopted: %+v", c.term)
 	}
-	return c.term
+	return h.termOf(c)
 }
 
 // keepAliveUntil advances to at, answering every renewal on the way.
-func (h *harness) keepAliveUntil(at mono) {
+func (h *harness) keepAliveUntil(at Mono) {
 	h.t.Helper()
 	for h.now < at {
 		next := at
@@ -139,8 +182,8 @@ func (h *harness) keepAliveUntil(at mono) {
 			next = s.renewAt
 		}
 		h.advanceTo(next)
-		for h.has(reqKeepAlive) {
-			h.reply(h.take(reqKeepAlive), renewal(h.cfg.LeaseDuration, h.m.sess.digest.Version))
+		for h.has(ReqKeepAlive) {
+			h.reply(h.take(ReqKeepAlive), renewal(h.cfg.LeaseDuration, h.m.sess.digest.Version))
 		}
 	}
 }
@@ -155,11 +198,13 @@ func (h *harness) eventCount(kind EventKind) int {
 	return n
 }
 
-func localDeadline(cfg Config, sentAt mono, remaining time.Duration) mono {
+func localDeadline(cfg Config, sentAt Mono, remaining time.Duration) Mono {
 	return sentAt + time.Duration(float64(remaining)*(1-cfg.Drift)) - cfg.Margin
 }
 
-var testCfg = ConfigFor(3 * time.Second) // renew 1s, margin 50ms, drift 0.01
+// testCfg is the runtime's ConfigFor(3 * time.Second): renew 1s, margin 50ms, drift 0.01.
+var testCfg = Config{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, Drift: 0.01,
+	Margin: 50 * time.Millisecond, RetryJitter: 500 * time.Millisecond, MinBackoff: 100 * time.Millisecond}
 
 // D1: the deadline counts from when the request was sent, so a slow reply
 // only shortens it.
@@ -167,22 +212,22 @@ func TestMachineDeadlineFromSentAt(t *testing.T) {
 	h := newHarness(t, testCfg)
 	h.open()
 	sess := h.m.sess
-	if got, want := sess.deadline.get(), localDeadline(testCfg, 0, 3*time.Second); got != want {
+	if got, want := sess.deadline, localDeadline(testCfg, 0, 3*time.Second); got != want {
 		t.Fatalf("deadline after open = %v, want %v", got, want)
 	}
 
 	h.advanceTo(testCfg.RenewInterval)
-	ka := h.take(reqKeepAlive)
-	if ka.timeout != testCfg.RenewInterval {
-		t.Errorf("D2: keep-alive timeout = %v, want the renewal period %v", ka.timeout, testCfg.RenewInterval)
+	ka := h.take(ReqKeepAlive)
+	if ka.Timeout != testCfg.RenewInterval {
+		t.Errorf("D2: keep-alive timeout = %v, want the renewal period %v", ka.Timeout, testCfg.RenewInterval)
 	}
 	sentAt := h.now
 	h.advanceTo(sentAt + 700*time.Millisecond) // a slow reply
 	h.reply(ka, renewal(3*time.Second, 0))
-	if got, want := sess.deadline.get(), localDeadline(testCfg, sentAt, 3*time.Second); got != want {
+	if got, want := sess.deadline, localDeadline(testCfg, sentAt, 3*time.Second); got != want {
 		t.Fatalf("deadline after a reply 700ms late = %v, want %v (from sentAt %v)", got, want, sentAt)
 	}
-	if h.m.state != SessionLive {
+	if h.m.state != Live {
 		t.Fatalf("state = %v, want live", h.m.state)
 	}
 }
@@ -192,27 +237,27 @@ func TestMachineDeadlineFromSentAt(t *testing.T) {
 func TestMachineLateReplyDoesNotRevive(t *testing.T) {
 	h := newHarness(t, testCfg)
 	h.open()
-	c := h.startElection("report", nil, nil)
+	c := h.startElection("report", false, false)
 	term := h.win(c, 7)
-	dl := h.m.sess.deadline.get()
+	dl := h.m.sess.deadline
 
 	h.advanceTo(testCfg.RenewInterval)
-	ka := h.take(reqKeepAlive) // never answered in time
+	ka := h.take(ReqKeepAlive) // never answered in time
 	h.advanceTo(dl - time.Millisecond)
 	if !term.Valid() {
 		t.Fatal("term invalid before its deadline")
 	}
 	h.advanceTo(dl)
-	if term.Valid() || term.Reason() != ReasonDeadlinePassed {
+	if term.Valid() || term.Reason() != DeadlinePassed {
 		t.Fatalf("at the deadline: Valid=%v Reason=%v, want false, deadline passed", term.Valid(), term.Reason())
 	}
-	if !h.has(reqOpen) {
+	if !h.has(ReqOpen) {
 		t.Fatal("no new session opened after the deadline")
 	}
 	h.reply(ka, renewal(3*time.Second, 0)) // the late reply
-	if term.Valid() || term.Reason() != ReasonDeadlinePassed || term.deadline.get() != dl {
+	if term.Valid() || term.Reason() != DeadlinePassed || term.deadline() != dl {
 		t.Fatalf("late reply changed the ended term: Valid=%v Reason=%v deadline=%v (was %v)",
-			term.Valid(), term.Reason(), term.deadline.get(), dl)
+			term.Valid(), term.Reason(), term.deadline(), dl)
 	}
 	// T3: even when elected again, the old term stays ended.
 	h.open()
@@ -226,20 +271,20 @@ func TestMachineLateReplyDoesNotRevive(t *testing.T) {
 // renew every third of the local validity, with one event per session.
 func TestMachineShortenedGrant(t *testing.T) {
 	h := newHarness(t, testCfg)
-	r := h.take(reqOpen)
-	h.reply(r, result{session: "s1", renewal: backends.Renewal{Remaining: 1500 * time.Millisecond}})
-	local := testCfg.localValidity(1500 * time.Millisecond)
+	r := h.take(ReqOpen)
+	h.reply(r, Result{Session: "s1", Renewal: backends.Renewal{Remaining: 1500 * time.Millisecond}})
+	local := testCfg.LocalValidity(1500 * time.Millisecond)
 	if got := h.m.sess.period; got != local/3 {
 		t.Fatalf("period = %v, want a third of the local validity %v", got, local/3)
 	}
 	for range 3 {
 		h.advanceTo(h.m.sess.renewAt)
-		h.reply(h.take(reqKeepAlive), renewal(1500*time.Millisecond, 0))
+		h.reply(h.take(ReqKeepAlive), renewal(1500*time.Millisecond, 0))
 	}
 	if n := h.eventCount(EventSessionLeaseShortened); n != 1 {
 		t.Fatalf("SessionLeaseShortened published %d times, want once per session", n)
 	}
-	if h.m.state != SessionLive {
+	if h.m.state != Live {
 		t.Fatalf("state = %v, want live: no term should end with DeadlinePassed", h.m.state)
 	}
 }
@@ -249,16 +294,16 @@ func TestMachineShortenedGrant(t *testing.T) {
 func TestMachineRenewBackoff(t *testing.T) {
 	h := newHarness(t, testCfg)
 	h.open()
-	dl := h.m.sess.deadline.get()
+	dl := h.m.sess.deadline
 	h.advanceTo(testCfg.RenewInterval)
-	var retries []mono
-	for h.has(reqKeepAlive) || h.m.sess != nil && h.m.sess.renewAt > 0 {
-		if !h.has(reqKeepAlive) {
+	var retries []Mono
+	for h.has(ReqKeepAlive) || h.m.sess != nil && h.m.sess.renewAt > 0 {
+		if !h.has(ReqKeepAlive) {
 			h.advanceTo(h.m.sess.renewAt)
 			continue
 		}
-		h.reply(h.take(reqKeepAlive), result{err: errDown})
-		if h.m.state != SessionSuspended {
+		h.reply(h.take(ReqKeepAlive), Result{Err: errDown})
+		if h.m.state != Suspended {
 			t.Fatalf("state = %v after a failed renewal, want suspended", h.m.state)
 		}
 		s := h.m.sess
@@ -279,7 +324,7 @@ func TestMachineRenewBackoff(t *testing.T) {
 		t.Fatalf("only %d retries before the deadline: %v", len(retries), retries)
 	}
 	h.advanceTo(dl)
-	if h.m.sess != nil || h.m.state != SessionOpening {
+	if h.m.sess != nil || h.m.state != Opening {
 		t.Fatalf("after the deadline: state %v, want opening with no session", h.m.state)
 	}
 }
@@ -290,45 +335,41 @@ func TestMachineRenewBackoff(t *testing.T) {
 func TestMachineAttempts(t *testing.T) {
 	h := newHarness(t, testCfg)
 	h.open()
-	c := h.startElection("report", nil, nil)
-	first := h.take(reqAcquire)
-	h.m.notified(h.now, h.m.sess.gen, "report") // a release notification
-	h.collect()
-	if h.has(reqAcquire) {
+	c := h.startElection("report", false, false)
+	first := h.take(ReqAcquire)
+	h.step(Released{Gen: h.m.sess.gen, Name: "report"}) // a release notification
+	if h.has(ReqAcquire) {
 		t.Fatal("A2: a second acquisition was sent while one is in flight")
 	}
-	h.reply(first, result{err: fmt.Errorf("held: %w", backends.ErrLeaseHeld)})
+	h.reply(first, Result{Err: fmt.Errorf("Held: %w", backends.ErrLeaseHeld)})
 
 	// Stop while an attempt is in flight; its late win must be released.
-	h.m.notified(h.now, h.m.sess.gen, "report")
-	h.collect()
-	attempt := h.take(reqAcquire)
-	h.m.stopInput(h.now, c, false, 0, "w")
-	h.collect()
+	h.step(Released{Gen: h.m.sess.gen, Name: "report"})
+	attempt := h.take(ReqAcquire)
+	h.step(Stop{ID: c.id, Waiter: 1})
 	if len(h.completed) != 1 || c.removed != true {
 		t.Fatalf("stop of a candidate did not complete at once: completed=%d removed=%v", len(h.completed), c.removed)
 	}
-	h.reply(attempt, result{grant: backends.Grant{Token: 11}})
-	rel := h.take(reqRelease)
-	if rel.name != "report" || rel.token != 11 {
-		t.Fatalf("A3: late win released as %s#%d, want report#11", rel.name, rel.token)
+	h.reply(attempt, Result{Grant: backends.Grant{Token: 11}})
+	rel := h.take(ReqRelease)
+	if rel.Name != "report" || rel.Token != 11 {
+		t.Fatalf("A3: late win released as %s#%d, want report#11", rel.Name, rel.Token)
 	}
 
 	// A token not above one this session released is stale: released, not adopted.
-	c2 := h.startElection("audit", nil, nil)
+	c2 := h.startElection("audit", false, false)
 	t1 := h.win(c2, 20)
-	h.m.stopInput(h.now, c2, true, 0, nil) // step down, no cooldown
-	h.collect()
-	h.reply(h.take(reqRelease), result{})
-	if !t1.ended.Load() {
+	h.step(Stop{ID: c2.id, StepDown: true}) // step down, no cooldown
+	h.reply(h.take(ReqRelease), Result{})
+	if !t1.ended {
 		t.Fatal("stepped-down term not ended")
 	}
-	h.reply(h.take(reqAcquire), result{grant: backends.Grant{Token: 20}})
+	h.reply(h.take(ReqAcquire), Result{Grant: backends.Grant{Token: 20}})
 	if c2.term != nil {
 		t.Fatalf("A3: adopted token 20 after releasing token 20")
 	}
-	if rel := h.take(reqRelease); rel.token != 20 {
-		t.Fatalf("stale grant released with token %d, want 20", rel.token)
+	if rel := h.take(ReqRelease); rel.Token != 20 {
+		t.Fatalf("stale grant released with token %d, want 20", rel.Token)
 	}
 }
 
@@ -338,42 +379,33 @@ func TestMachineAttempts(t *testing.T) {
 func TestMachineTakenOver(t *testing.T) {
 	h := newHarness(t, testCfg)
 	h.open()
-	a := h.startElection("a", nil, nil)
-	b := h.startElection("b", nil, nil)
+	a := h.startElection("a", false, false)
+	b := h.startElection("b", false, false)
 	ta := h.win(a, 3)
 	tb := h.win(b, 4)
 
 	h.advanceTo(testCfg.RenewInterval)
-	h.reply(h.take(reqKeepAlive), renewal(3*time.Second, 5))
-	owned := h.take(reqOwned)
-	h.reply(owned, result{held: []backends.Held{{Name: "b", Token: 4}, {Name: "stray", Token: 2}},
-		digest: backends.Digest{Leases: 2, Version: 5}})
-	if ta.Valid() || ta.Reason() != ReasonTakenOver {
+	h.reply(h.take(ReqKeepAlive), renewal(3*time.Second, 5))
+	owned := h.take(ReqOwned)
+	h.reply(owned, Result{Held: []backends.Held{{Name: "b", Token: 4}, {Name: "stray", Token: 2}},
+		Digest: backends.Digest{Leases: 2, Version: 5}})
+	if ta.Valid() || ta.Reason() != TakenOver {
 		t.Fatalf("term a: Valid=%v Reason=%v, want taken over", ta.Valid(), ta.Reason())
 	}
 	if !tb.Valid() {
 		t.Fatal("term b revoked although the store lists it")
 	}
-	if rel := h.take(reqRelease); rel.name != "stray" || rel.token != 2 {
-		t.Fatalf("stray lease released as %s#%d, want stray#2", rel.name, rel.token)
+	if rel := h.take(ReqRelease); rel.Name != "stray" || rel.Token != 2 {
+		t.Fatalf("stray lease released as %s#%d, want stray#2", rel.Name, rel.Token)
 	}
 	// The same digest again: no re-read.
 	h.advanceTo(2 * testCfg.RenewInterval)
 	same := renewal(3*time.Second, 5)
-	same.renewal.Digest.Leases = 2
-	h.reply(h.take(reqKeepAlive), same)
-	if h.has(reqOwned) {
+	same.Renewal.Digest.Leases = 2
+	h.reply(h.take(ReqKeepAlive), same)
+	if h.has(ReqOwned) {
 		t.Fatal("Owned re-read although the digest is unchanged")
 	}
-}
-
-type ctxT = context.Context
-
-type recordingListener struct{ log *[]string }
-
-func (l recordingListener) Elected(_ ctxT, t *Term) { *l.log = append(*l.log, "elected "+t.String()) }
-func (l recordingListener) Revoked(_ ctxT, t *Term, r Reason) {
-	*l.log = append(*l.log, "revoked "+t.String()+" "+r.String())
 }
 
 // H1, H2: Stop revokes the term, waits for the task (at most until the
@@ -382,40 +414,35 @@ func (l recordingListener) Revoked(_ ctxT, t *Term, r Reason) {
 func TestMachineHandoffOrder(t *testing.T) {
 	h := newHarness(t, testCfg)
 	h.open()
-	var calls []string
-	c := h.startElection("report", recordingListener{&calls}, func(ctxT, *Term) error { return nil })
+	c := h.startElection("report", true, true)
 	term := h.win(c, 5)
 	if len(h.tasks) != 1 || len(h.dispatched) != 1 {
 		t.Fatalf("tasks=%d dispatched=%d, want 1 and 1", len(h.tasks), len(h.dispatched))
 	}
-	h.m.callbackDone(h.now, c)
-	h.collect()
+	h.step(CallbackDone{ID: c.id})
 
 	h.log = nil
-	h.m.stopInput(h.now, c, false, 0, "stop")
-	h.collect()
-	if !term.ended.Load() || term.ctx.Err() == nil {
+	h.step(Stop{ID: c.id, Waiter: 1})
+	if !term.ended {
 		t.Fatal("H1: term not revoked and cancelled first")
 	}
-	if h.has(reqRelease) {
+	if h.has(ReqRelease) {
 		t.Fatal("H1: released while the task still runs")
 	}
 	h.advanceTo(h.now + 100*time.Millisecond)
-	h.m.taskDone(h.now, term, nil)
-	h.collect()
-	rel := h.take(reqRelease)
-	if rel.token != 5 {
-		t.Fatalf("T5: release token %d, want 5", rel.token)
+	h.step(TaskDone{Term: term.id})
+	rel := h.take(ReqRelease)
+	if rel.Token != 5 {
+		t.Fatalf("T5: release token %d, want 5", rel.Token)
 	}
 	if len(h.completed) != 0 {
 		t.Fatal("completed before the release was answered")
 	}
-	h.reply(rel, result{})
+	h.reply(rel, Result{})
 	if len(h.completed) != 0 {
 		t.Fatal("L3: completed before the revoked callback ran")
 	}
-	h.m.callbackDone(h.now, c)
-	h.collect()
+	h.step(CallbackDone{ID: c.id})
 	want := []string{"event revoked", "send release", "dispatch elected=false", "complete"}
 	if !slices.Equal(h.log, want) {
 		t.Fatalf("hand-off order = %q, want %q", h.log, want)
@@ -431,22 +458,21 @@ func TestMachineHandoffOrder(t *testing.T) {
 func TestMachineStuckTask(t *testing.T) {
 	h := newHarness(t, testCfg)
 	h.open()
-	c := h.startElection("report", nil, func(ctxT, *Term) error { return nil })
+	c := h.startElection("report", false, true)
 	term := h.win(c, 5)
 	h.advanceTo(500 * time.Millisecond)
-	revokeDeadline := h.m.sess.deadline.get()
-	h.m.stopInput(h.now, c, false, 0, "stop")
-	h.collect()
+	revokeDeadline := h.m.sess.deadline
+	h.step(Stop{ID: c.id, Waiter: 1})
 	// Renewals go on and move the session deadline; the hand-off keeps the old one.
 	h.advanceTo(testCfg.RenewInterval)
-	h.reply(h.take(reqKeepAlive), renewal(3*time.Second, 0))
+	h.reply(h.take(ReqKeepAlive), renewal(3*time.Second, 0))
 	h.advanceTo(revokeDeadline - time.Millisecond)
-	if h.has(reqRelease) {
+	if h.has(ReqRelease) {
 		t.Fatal("released before the term's validity ran out")
 	}
 	h.advanceTo(revokeDeadline)
-	if rel := h.take(reqRelease); rel.token != term.token {
-		t.Fatalf("release token %d, want %d", rel.token, term.token)
+	if rel := h.take(ReqRelease); rel.Token != term.token {
+		t.Fatalf("release token %d, want %d", rel.Token, term.token)
 	}
 	if h.eventCount(EventTaskStuck) != 1 {
 		t.Fatal("stuck task not reported")
@@ -458,34 +484,31 @@ func TestMachineStuckTask(t *testing.T) {
 func TestMachineSessionExpiredDoesNotWait(t *testing.T) {
 	h := newHarness(t, testCfg)
 	h.open()
-	var calls []string
-	c := h.startElection("report", recordingListener{&calls}, func(ctxT, *Term) error { return nil })
+	c := h.startElection("report", true, true)
 	term := h.win(c, 5)
-	h.m.callbackDone(h.now, c)
-	h.collect()
+	h.step(CallbackDone{ID: c.id})
 	h.advanceTo(testCfg.RenewInterval)
 	h.dispatched = nil
-	h.reply(h.take(reqKeepAlive), result{err: fmt.Errorf("gone: %w", backends.ErrSessionExpired)})
-	if term.Reason() != ReasonSessionExpired {
+	h.reply(h.take(ReqKeepAlive), Result{Err: fmt.Errorf("gone: %w", backends.ErrSessionExpired)})
+	if term.Reason() != SessionExpired {
 		t.Fatalf("reason = %v, want session expired", term.Reason())
 	}
-	if len(h.dispatched) != 1 || h.dispatched[0].elected {
+	if len(h.dispatched) != 1 || h.dispatched[0].Elected {
 		t.Fatal("revoked callback not dispatched at once")
 	}
-	if h.has(reqRelease) {
+	if h.has(ReqRelease) {
 		t.Fatal("released on an expired session")
 	}
-	if !h.has(reqOpen) || h.m.state != SessionOpening {
+	if !h.has(ReqOpen) || h.m.state != Opening {
 		t.Fatal("S3: no new session opening after expiry")
 	}
 	// The task is still running: no new attempt until it returns.
 	h.open()
-	if h.has(reqAcquire) {
+	if h.has(ReqAcquire) {
 		t.Fatal("contending again while the previous term's task still runs")
 	}
-	h.m.taskDone(h.now, term, nil)
-	h.collect()
-	if !h.has(reqAcquire) {
+	h.step(TaskDone{Term: term.id})
+	if !h.has(ReqAcquire) {
 		t.Fatal("not contending after the old task returned")
 	}
 }
@@ -495,16 +518,14 @@ func TestMachineSessionExpiredDoesNotWait(t *testing.T) {
 func TestMachineDispatchFailed(t *testing.T) {
 	h := newHarness(t, testCfg)
 	h.open()
-	var calls []string
-	c := h.startElection("report", recordingListener{&calls}, nil)
+	c := h.startElection("report", true, false)
 	term := h.win(c, 5)
 	h.dispatched = nil
-	h.m.dispatchFailed(h.now, c, term, errors.New("pool full"))
-	h.collect()
+	h.step(DispatchFailed{ID: c.id, Term: term.id, Err: errors.New("pool full")})
 	if term.Valid() {
 		t.Fatal("term still valid after its elected callback was rejected")
 	}
-	h.reply(h.take(reqRelease), result{})
+	h.reply(h.take(ReqRelease), Result{})
 	if len(h.dispatched) != 0 {
 		t.Fatalf("L6: %d callbacks dispatched for a term nobody was told about", len(h.dispatched))
 	}
@@ -512,11 +533,11 @@ func TestMachineDispatchFailed(t *testing.T) {
 		t.Fatalf("phase %v cooldown until %v, want candidate until %v", c.phase, c.cooldownUntil, h.now+testCfg.LeaseDuration)
 	}
 	h.keepAliveUntil(c.cooldownUntil - time.Millisecond)
-	if h.has(reqAcquire) {
+	if h.has(ReqAcquire) {
 		t.Fatal("contended during the one-lease cooldown")
 	}
 	h.keepAliveUntil(c.cooldownUntil)
-	if !h.has(reqAcquire) {
+	if !h.has(ReqAcquire) {
 		t.Fatal("not contending after the cooldown")
 	}
 }
@@ -527,17 +548,16 @@ func TestMachineDispatchFailed(t *testing.T) {
 func TestMachineNotifiedDuringAttempt(t *testing.T) {
 	h := newHarness(t, testCfg)
 	h.open()
-	c := h.startElection("report", nil, nil)
-	first := h.take(reqAcquire)
-	h.m.notified(h.now, h.m.sess.gen, "report") // the holder releases now...
-	h.collect()
-	h.reply(first, result{err: fmt.Errorf("held: %w", backends.ErrLeaseHeld)}) // ...after the store refused us
-	if !h.has(reqAcquire) {
+	c := h.startElection("report", false, false)
+	first := h.take(ReqAcquire)
+	h.step(Released{Gen: h.m.sess.gen, Name: "report"})                        // the holder releases now...
+	h.reply(first, Result{Err: fmt.Errorf("Held: %w", backends.ErrLeaseHeld)}) // ...after the store refused us
+	if !h.has(ReqAcquire) {
 		t.Fatalf("no immediate retry after a release notified during the attempt (retry at %v)", c.retryAt)
 	}
 	// A plain refusal waits for the retry interval.
-	h.reply(h.take(reqAcquire), result{err: fmt.Errorf("held: %w", backends.ErrLeaseHeld)})
-	if h.has(reqAcquire) {
+	h.reply(h.take(ReqAcquire), Result{Err: fmt.Errorf("Held: %w", backends.ErrLeaseHeld)})
+	if h.has(ReqAcquire) {
 		t.Fatal("retried at once after a refusal with no notification")
 	}
 }

@@ -1,0 +1,272 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// A contender is the core's record of a name started on this client: an
+// election, a lock, a schedule or a group's partition. It moves through
+// candidate → leader → (hand-off →) candidate or done.
+type contender struct {
+	id              ContenderID
+	name            string
+	kind            Kind
+	listener        bool                // dispatch callbacks
+	task            bool                // start a task per term
+	sched           Schedule            // KindSchedule: when runs happen
+	status          *RunStatus          // KindSchedule, scheduled partitions: the runs so far
+	taskEndCooldown time.Duration       // step-down cooldown when the task returns early
+	tryOnce         bool                // TryLock: one attempt
+	lockW           Waiter              // Lock/TryLock: who gets the term
+	waiting         bool                // a Lock queued behind another Lock of the name on this client
+	refusal         *backends.HeldError // the last refused attempt's holder, if any
+	group           *group              // the partition's group, if this is a partition
+	part            int                 // the partition index
+
+	phase         phase
+	attempt       RequestID // in-flight acquire, 0 if none
+	notified      bool      // a release was notified while the attempt was in flight
+	retryAt       Mono
+	cooldownUntil Mono
+	term          *term
+	op            *stopOp
+	tasks         int // tasks of this contender still running
+	pending       int // callbacks dispatched and not yet run
+	removed       bool
+	timerSeq      uint64
+}
+
+type phase uint8
+
+const (
+	phCandidate phase = iota // wants the lease; at most one attempt in flight (A2)
+	phLeader                 // holds term
+	phHandoff                // term revoked by Stop/StepDown; waiting for the task, then releasing (H1)
+	phDone                   // stopped; removed once its callbacks have run
+)
+
+var phaseNames = [...]string{"candidate", "leader", "handoff", "done"}
+
+func (p phase) String() string { return phaseNames[p] }
+
+// start registers a contender and makes it a candidate.
+func (m *Machine) start(in Start) error {
+	if m.closing != nil || m.state == Closed {
+		return ErrClosed
+	}
+	if in.ID == 0 || in.ID&PartitionBit != 0 || m.byID[in.ID] != nil {
+		panic(fmt.Sprintf("engine: Start with id %d, zero, a partition's or in use", in.ID))
+	}
+	c := &contender{id: in.ID, name: in.Name, kind: in.Kind, listener: in.Listener, task: in.Task,
+		taskEndCooldown: in.TaskEndCooldown, tryOnce: in.TryOnce, lockW: in.Waiter}
+	if in.Kind == KindSchedule {
+		c.sched, c.status, c.task = in.Schedule, &RunStatus{}, true
+	}
+	if ex, dup := m.byName[c.name]; dup && ex.kind == KindLock && c.kind == KindLock {
+		// Locks of one name on one client take turns, first come, first
+		// served, as with a sync.Mutex; TryLock does not wait.
+		if c.tryOnce {
+			return heldHere{}
+		}
+		c.waiting = true
+		m.byID[c.id] = c
+		m.lockQueue[c.name] = append(m.lockQueue[c.name], c)
+		return nil
+	}
+	if _, dup := m.byName[c.name]; dup {
+		return ErrNameInUse
+	}
+	if g, i, ok := backends.SplitPartition(c.name); ok && m.reserved(c.name) {
+		return fmt.Errorf("%w (partition %d of group %q)", ErrNameInUse, i, g)
+	}
+	m.contend(c)
+	return nil
+}
+
+// contend registers c and makes it a candidate.
+func (m *Machine) contend(c *contender) {
+	m.add(c)
+	c.phase = phCandidate
+	c.retryAt = m.now
+	if s := m.sess; s != nil {
+		m.emit(Effect{Kind: EffWatch, Gen: s.gen, Name: c.name})
+		m.wake(c)
+	}
+}
+
+// wake re-evaluates c when its timer fires or something it waits for changed.
+func (m *Machine) wake(c *contender) {
+	switch c.phase {
+	case phCandidate:
+		m.maybeAttempt(c)
+	case phHandoff:
+		if t := c.term; t.taskRunning && t.releaseReq == 0 && m.now >= t.revokeDeadline {
+			m.event(Event{Kind: EventTaskStuck, Name: t.name, Token: t.token})
+			m.release(c)
+		}
+	}
+}
+
+func (m *Machine) maybeAttempt(c *contender) {
+	if c.removed || c.phase != phCandidate || c.attempt != 0 || c.op != nil || c.tasks > 0 || m.closing != nil {
+		return
+	}
+	s := m.sess
+	if s == nil {
+		return // the session's opening wakes every candidate
+	}
+	if at := max(c.retryAt, c.cooldownUntil); m.now < at {
+		m.schedule(c, at)
+		return
+	}
+	c.attempt = m.send(Request{Kind: ReqAcquire, Gen: s.gen, Name: c.name, Timeout: s.period}, &pendingReq{c: c})
+}
+
+func (m *Machine) acquireDone(p *pendingReq, res Result) {
+	c := p.c
+	if c.attempt == p.req.ID {
+		c.attempt = 0
+	}
+	wanted := !p.abandoned && !c.removed && c.phase == phCandidate && c.op == nil
+	if mutant == "adopt-abandoned" {
+		wanted = c.phase == phCandidate || c.removed
+	}
+	s, live := m.current(p.req.Gen)
+	retry := m.now + m.cfg.RenewInterval/2 + m.jitter()
+	switch {
+	case res.Err == nil:
+		if live {
+			m.ownChange(s, res.Grant.Digest)
+		}
+		// A3: adopt only the current attempt's reply, before the deadline
+		// (advance ended the session otherwise), with a token above every
+		// token this session released for the name.
+		if wanted && live && (res.Grant.Token > s.released[c.name] || mutant == "token-not-above-released") {
+			m.adopt(c, s, res.Grant.Token, res.Grant.Value)
+			return
+		}
+		if live {
+			m.releaseUnwanted(s, c.name, res.Grant.Token)
+		}
+	case errors.Is(res.Err, backends.ErrLeaseHeld):
+		if errors.Is(res.Err, backends.ErrRecovering) {
+			m.event(Event{Kind: EventBackendError, Name: c.name, Err: res.Err})
+		}
+		// The store measured when the holder's session ends unless it is
+		// renewed: try again then, rather than up to a retry interval later
+		// (a crashed holder is not renewed). The remaining time was measured
+		// when the store handled the call, before now; allow for Drift.
+		var he *backends.HeldError
+		if errors.As(res.Err, &he) {
+			c.refusal = he
+		}
+		if he != nil && he.Holder.Remaining > 0 {
+			wait := time.Duration(float64(he.Holder.Remaining)*(1+m.cfg.Drift)) + time.Millisecond
+			retry = min(retry, m.now+wait)
+		}
+	case errors.Is(res.Err, backends.ErrSessionExpired):
+		if live {
+			m.sessionLost(SessionExpired)
+		}
+	default:
+		m.event(Event{Kind: EventBackendError, Name: c.name, Err: res.Err})
+	}
+	if !wanted || c.removed {
+		return
+	}
+	if c.tryOnce && res.Err != nil && !errors.Is(res.Err, backends.ErrSessionExpired) {
+		err := res.Err
+		if c.refusal != nil {
+			err = c.refusal // "held by …": the backend's prefix adds nothing
+		}
+		m.complete(c.lockW, 0, fmt.Errorf("simba: lock %q: %w", c.name, err))
+		c.lockW = 0
+		m.stop(c, false, 0, 0)
+		return
+	}
+	// A release notified while this attempt was in flight may have come
+	// after the store refused it: then try again at once (A1).
+	if !c.notified {
+		c.retryAt = retry
+	}
+	c.notified = false
+	m.wake(c)
+}
+
+// releaseUnwanted releases a lease the store gave this session that no
+// contender here takes: a late reply to an abandoned attempt, a grant with a
+// stale token, a lease the store lists that nobody holds (A3). The token is
+// noted as released: a reply that carries it later — the store answers an
+// acquisition of a lease the session holds with the same token — is not
+// adopted, since this release is about to free the lease in the store.
+func (m *Machine) releaseUnwanted(s *session, name string, token Token) {
+	if mutant != "token-not-above-released" {
+		s.released[name] = max(s.released[name], token)
+	}
+	m.send(Request{Kind: ReqRelease, Gen: s.gen, Name: name, Token: m.releaseToken(token), Timeout: s.period},
+		&pendingReq{})
+}
+
+// releaseToken is the token a release carries: the term's own (T5).
+func (m *Machine) releaseToken(t Token) Token {
+	if mutant == "release-without-token" {
+		return 0
+	}
+	return t
+}
+
+// released reports a possible release of name on session gen (A1).
+func (m *Machine) released(gen uint64, name string) {
+	if _, live := m.current(gen); !live {
+		return
+	}
+	if c := m.byName[name]; c != nil && c.phase == phCandidate {
+		c.retryAt = m.now
+		c.notified = c.attempt != 0 // the attempt in flight may have been refused before the release
+		m.wake(c)
+	}
+	if group, i, ok := backends.SplitPartition(name); ok {
+		if g := m.groups[group]; g != nil && i < g.n {
+			m.readView(g) // a partition may be free: plan again
+		}
+	}
+}
+
+// add registers c by name and in start order.
+func (m *Machine) add(c *contender) {
+	m.byID[c.id] = c
+	m.byName[c.name] = c
+	m.contenders = append(m.contenders, c)
+	m.active[c.kind]++
+}
+
+func (m *Machine) remove(c *contender) {
+	c.phase, c.removed = phDone, true
+	m.active[c.kind]--
+	delete(m.byName, c.name)
+	delete(m.byID, c.id)
+	m.emit(Effect{Kind: EffForget, Contender: c.id})
+	if g := c.group; g != nil && g.parts[c.part] == c {
+		delete(g.parts, c.part)
+	}
+	m.removed++
+	if s := m.sess; s != nil && c.group == nil { // a group watches its partitions itself
+		m.emit(Effect{Kind: EffUnwatch, Gen: s.gen, Name: c.name})
+	}
+	if q := m.lockQueue[c.name]; c.kind == KindLock && len(q) > 0 {
+		// The next Lock of the name on this client takes its turn.
+		next := q[0]
+		if len(q) == 1 {
+			delete(m.lockQueue, c.name)
+		} else {
+			m.lockQueue[c.name] = q[1:]
+		}
+		next.waiting = false
+		delete(m.byID, next.id) // contend registers it again
+		m.contend(next)
+	}
+}

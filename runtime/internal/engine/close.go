@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// closeOp is a Close in progress: every contender is stopped with the
+// hand-off order, elections first, then locks, schedules and groups; then
+// the session is closed (H1, S4).
+type closeOp struct {
+	errs        []error        // what could not be handed over
+	stopped     [numKinds]bool // the kind's stop has begun
+	waiters     []Waiter
+	sessionSent bool               // the session's close request is in flight
+	gen         uint64             // its generation
+	id          backends.SessionID // and id
+}
+
+// close starts closing the client.
+func (m *Machine) close(w Waiter) {
+	if m.state == Closed {
+		m.complete(w, 0, nil)
+		return
+	}
+	if m.closing == nil {
+		m.closing = &closeOp{}
+	}
+	if w != 0 {
+		m.closing.waiters = append(m.closing.waiters, w)
+	}
+}
+
+func (m *Machine) closeStep() {
+	// Each kind is stopped once, when its turn comes; then the counts tell
+	// when it is done, so that each input costs O(1) while closing.
+	op := m.closing
+	for _, name := range slices.Sorted(maps.Keys(m.lockQueue)) {
+		for _, c := range m.lockQueue[name] {
+			c.waiting = false
+			delete(m.byID, c.id)
+			m.complete(c.lockW, 0, fmt.Errorf("simba: lock %q: %w", name, ErrClosed))
+		}
+		delete(m.lockQueue, name)
+	}
+	for kind := range numKinds {
+		if !op.stopped[kind] {
+			op.stopped[kind] = true
+			if kind == kindPartition {
+				for _, g := range m.groupList {
+					if !g.removed {
+						m.stopGroup(g, false, 0, 0) // a stop overrides a step-down in progress
+					}
+				}
+			}
+			for i := 0; i < len(m.contenders); i++ {
+				if c := m.contenders[i]; !c.removed && c.kind == kind && c.group == nil {
+					m.stop(c, false, 0, 0)
+				}
+			}
+		}
+		if m.active[kind] > 0 || kind == kindPartition && len(m.groups) > 0 {
+			return
+		}
+	}
+	if op.sessionSent {
+		return
+	}
+	if s := m.sess; s != nil {
+		op.sessionSent, op.gen, op.id = true, s.gen, s.id
+		s.ended = true
+		m.sess = nil
+		m.send(Request{Kind: ReqClose, Gen: s.gen, Timeout: m.cfg.RenewInterval}, &pendingReq{})
+		return
+	}
+	if m.openReq != 0 {
+		return // openDone closes what it opened; settle comes back here
+	}
+	m.finishClose()
+}
+
+func (m *Machine) closeDone(p *pendingReq, res Result) {
+	op := m.closing
+	if op == nil || !op.sessionSent || p.req.Gen != op.gen {
+		return
+	}
+	if res.Err != nil {
+		// The store keeps what the session held until it expires.
+		op.errs = append(op.errs, fmt.Errorf("session %s not closed (what it holds stays taken until it expires): %w", op.id, res.Err))
+	}
+	m.finishClose()
+}
+
+func (m *Machine) finishClose() {
+	op := m.closing
+	m.closing = nil
+	m.setState(Closed, nil)
+	var err error
+	if len(op.errs) > 0 {
+		// One line, each failure wrapped (errors.Join would print lines).
+		args := make([]any, len(op.errs))
+		for i, e := range op.errs {
+			args[i] = e
+		}
+		err = fmt.Errorf(strings.TrimSuffix(strings.Repeat("%w; ", len(args)), "; "), args...)
+	}
+	for _, w := range op.waiters {
+		m.complete(w, 0, err)
+	}
+	m.emit(Effect{Kind: EffShutdown})
+}

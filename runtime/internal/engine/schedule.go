@@ -1,0 +1,363 @@
+package engine
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// Schedule says when a contender's runs happen (§13): in every slot of Rate
+// on the store's clock, or Delay after the previous run ended, the first
+// after Initial from the election, each only if the term stays valid for
+// more than Step (E1). With neither Rate nor Delay (a group's once-per-term
+// task), the task starts once per term after Initial and the step check.
+type Schedule struct {
+	Rate    time.Duration
+	Delay   time.Duration
+	Initial time.Duration
+	Step    time.Duration
+}
+
+// Once reports whether s runs a task once per term rather than on a
+// schedule.
+func (s Schedule) Once() bool { return s.Rate == 0 && s.Delay == 0 }
+
+// RunStatus is a schedule's runs so far, over every term of this client.
+type RunStatus struct {
+	Next       Mono // when the next run is due, if HasNext
+	HasNext    bool
+	LastRun    Mono // when the last run started, if HasLastRun
+	HasLastRun bool
+	LastErr    error // the last run's error, nil if it succeeded
+	Runs       int   // runs started
+}
+
+type runState uint8
+
+const (
+	runPlanned     runState = iota // a timer is set for the next run
+	runWaitStore                   // waiting for the store's clock to plan
+	runWaitRenewal                 // the step check failed: waiting for the next renewal (E1)
+	runRunning                     // a run is in progress
+	runRecordWait                  // a fixed-delay run ended; waiting for the store's clock to record it
+	runRecording                   // the record is being written
+	runOver                        // the term's runs are over
+)
+
+// run is the planner of one scheduled term's runs.
+type run struct {
+	spec    Schedule
+	kind    string    // "rate" or "delay", as recorded
+	last    time.Time // the last slot (rate) or end (delay) recorded, if hasLast
+	hasLast bool
+	firstAt Mono  // no run before (the initial delay)
+	slot    int64 // the fixed-rate slot planned or running
+	state   runState
+	failed  error // runRecordWait: the run's error
+	cancel  bool  // runRecordWait: it matched context.Canceled
+	status  *RunStatus
+}
+
+// The lease value a schedule records: "simba/v1 rate <unix ms>" or
+// "simba/v1 delay <unix ms>".
+const recordPrefix = "simba/v1 "
+
+// EncodeRecord returns the lease value that records a run: for kind "rate"
+// the start of its slot, for "delay" its end, in Unix milliseconds of the
+// store's clock.
+func EncodeRecord(kind string, at time.Time) []byte {
+	return []byte(recordPrefix + kind + " " + strconv.FormatInt(at.UnixMilli(), 10))
+}
+
+// DecodeRecord reads a lease value written by EncodeRecord for kind; ok is
+// false for any other value.
+func DecodeRecord(v []byte, kind string) (at time.Time, ok bool) {
+	rest, ok := strings.CutPrefix(string(v), recordPrefix+kind+" ")
+	if !ok {
+		return time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// spec returns the schedule c's terms run on, and its status.
+func (c *contender) spec() (Schedule, *RunStatus) {
+	if g := c.group; g != nil {
+		return g.sched, g.status[c.part]
+	}
+	return c.sched, c.status
+}
+
+// startWork starts what c does with its new term t: a task at once, a
+// group's once-per-term task after its initial delay and step check, or a
+// schedule's planner.
+func (m *Machine) startWork(c *contender, t *term) {
+	s, status := c.spec()
+	switch {
+	case c.kind == KindSchedule || c.group != nil && !s.Once():
+		r := &run{spec: s, kind: "rate", firstAt: m.now + s.Initial, status: status}
+		if s.Delay > 0 {
+			r.kind = "delay"
+		}
+		r.last, r.hasLast = DecodeRecord(t.value, r.kind)
+		t.run = r
+		m.planRun(t)
+	case c.group != nil && s.Initial > 0:
+		t.delay = delayTimer
+		m.scheduleTerm(t, m.now+s.Initial)
+	case c.group != nil:
+		m.delayDue(t)
+	default:
+		m.startTask(c, t)
+	}
+}
+
+func (m *Machine) startTask(c *contender, t *term) {
+	t.taskRunning = true
+	c.tasks++
+	e := Effect{Kind: EffStartTask, Contender: c.id, Term: t.id}
+	if g := c.group; g != nil {
+		e.Group, e.Partition = g.id, c.part
+	}
+	m.emit(e)
+}
+
+// stepOK reports whether t stays valid for more than step (E1).
+func (m *Machine) stepOK(t *term, step time.Duration) bool {
+	return !t.ended && t.sess.deadline-m.now > step
+}
+
+// The states of a partition's once-per-term task before it starts.
+const (
+	delayNone    uint8 = iota
+	delayTimer         // waiting for the initial delay
+	delayRenewal       // waiting for a renewal that passes the step check
+)
+
+// delayDue starts a partition's task once its initial delay is over and
+// the term stays valid for its step.
+func (m *Machine) delayDue(t *term) {
+	s, _ := t.c.spec()
+	if !m.stepOK(t, s.Step) {
+		t.delay = delayRenewal
+		m.waiting = append(m.waiting, t)
+		return
+	}
+	t.delay = delayNone
+	m.startTask(t.c, t)
+}
+
+// planRun plans t's next run on the store's clock: the next slot not
+// recorded (fixed rate) or the last end plus Delay (fixed delay), not
+// before the initial delay. The store's clock is estimated from the last
+// renewal, ahead of the store by up to one round trip, so a slot may start
+// slightly before its boundary on the store's clock; that cannot run a
+// slot twice, since runs are recorded by slot number.
+func (m *Machine) planRun(t *term) {
+	r := t.run
+	s, live := m.current(t.sess.gen)
+	if !live || t.ended {
+		return
+	}
+	store, ok := m.storeNow()
+	if !ok {
+		r.state = runWaitStore
+		r.status.HasNext = false
+		m.waiting = append(m.waiting, t)
+		m.needStoreTime(s)
+		return
+	}
+	var due time.Time
+	if rate := r.spec.Rate.Milliseconds(); rate > 0 {
+		r.slot = max(floorDiv(store.UnixMilli(), rate), 0)
+		if r.hasLast && r.slot*rate <= r.last.UnixMilli() {
+			r.slot = floorDiv(r.last.UnixMilli(), rate) + 1
+		}
+		due = time.UnixMilli(r.slot * rate)
+	} else {
+		due = store
+		if r.hasLast {
+			due = r.last.Add(r.spec.Delay)
+		}
+	}
+	at := m.now + max(r.firstAt-m.now, due.Sub(store), 0)
+	r.state = runPlanned
+	r.status.Next, r.status.HasNext = at, true
+	if at <= m.now {
+		m.runDue(t)
+		return
+	}
+	m.scheduleTerm(t, at)
+}
+
+// runDue starts t's planned run, unless the step check fails (E1): then
+// the run waits for the next renewal, within the same slot.
+func (m *Machine) runDue(t *term) {
+	r := t.run
+	if rate := r.spec.Rate.Milliseconds(); rate > 0 {
+		// A slot missed while waiting (the initial delay, a long run) is
+		// skipped: run the slot current now.
+		if store, ok := m.storeNow(); ok {
+			r.slot = max(r.slot, floorDiv(store.UnixMilli(), rate))
+		}
+	}
+	if !m.stepOK(t, r.spec.Step) {
+		r.state = runWaitRenewal
+		m.waiting = append(m.waiting, t)
+		return
+	}
+	r.state = runRunning
+	r.status.LastRun, r.status.HasLastRun, r.status.HasNext = m.now, true, false
+	r.status.Runs++
+	t.taskRunning = true
+	t.c.tasks++
+	e := Effect{Kind: EffStartRun, Contender: t.c.id, Term: t.id}
+	if g := t.c.group; g != nil {
+		e.Group, e.Partition = g.id, t.c.part
+	}
+	if rate := r.spec.Rate.Milliseconds(); rate > 0 {
+		e.Slot, e.HasSlot = time.UnixMilli(r.slot*rate), true
+	}
+	m.emit(e)
+}
+
+// runDone reports that t's run returned err: a run that succeeded is
+// recorded, with the term's token, even if the term was revoked meanwhile
+// (during the hand-off the lease is still ours until the run's work is
+// over); a failed run is reported and not recorded.
+func (m *Machine) runDone(t *term, err error, canceled bool) {
+	r := t.run
+	if r == nil || r.state != runRunning {
+		return
+	}
+	r.status.LastErr = err
+	m.record(t, err, canceled)
+}
+
+func (m *Machine) record(t *term, err error, canceled bool) {
+	r := t.run
+	var at time.Time
+	if rate := r.spec.Rate.Milliseconds(); rate > 0 {
+		at = time.UnixMilli(r.slot * rate)
+	} else if store, ok := m.storeNow(); ok {
+		at = store
+	} else if s, live := m.current(t.sess.gen); live {
+		r.state, r.failed, r.cancel = runRecordWait, err, canceled
+		m.waiting = append(m.waiting, t)
+		m.needStoreTime(s)
+		return
+	} else {
+		m.runFinished(t, true) // the session is gone: nothing can be recorded
+		return
+	}
+	r.last, r.hasLast = at, true // never rerun this slot in this term
+	if err != nil {
+		if !(t.ended && canceled) {
+			m.event(Event{Kind: EventRunFailed, Name: t.name, Token: t.token, Err: err})
+		}
+		m.runFinished(t, false)
+		return
+	}
+	c := t.c
+	handingOver := c.phase == phHandoff && c.term == t && t.releaseReq == 0
+	s, live := m.current(t.sess.gen)
+	if !live || t.ended && !handingOver {
+		m.runFinished(t, true)
+		return
+	}
+	r.state = runRecording
+	m.send(Request{Kind: ReqPutValue, Gen: s.gen, Name: t.name, Token: t.token, Value: EncodeRecord(r.kind, at),
+		Timeout: s.period}, &pendingReq{t: t})
+}
+
+func (m *Machine) putValueDone(p *pendingReq, res Result) {
+	t := p.t
+	if t == nil || t.run == nil || t.run.state != runRecording {
+		return
+	}
+	if res.Err != nil {
+		if errors.Is(res.Err, backends.ErrNotHolder) {
+			m.runFinished(t, true) // the store gave the lease away: no more runs in this term
+			return
+		}
+		m.event(Event{Kind: EventBackendError, Name: t.name, Token: t.token, Err: res.Err})
+	}
+	m.runFinished(t, false)
+}
+
+// runFinished notes that t's run is over, and plans the next one; with
+// quit, or once the term has ended, t's runs are over.
+func (m *Machine) runFinished(t *term, quit bool) {
+	r := t.run
+	if t.ended || quit {
+		r.state = runOver
+		r.status.HasNext = false
+		m.taskEnded(t)
+		return
+	}
+	t.taskRunning = false
+	t.c.tasks--
+	m.planRun(t)
+}
+
+// workEnds stops what waits in t's schedule or initial delay when t ends; a
+// run in progress goes on until it returns (H1).
+func (m *Machine) workEnds(t *term) {
+	t.timerSeq++
+	t.delay = delayNone
+	if r := t.run; r != nil && (r.state == runPlanned || r.state == runWaitStore || r.state == runWaitRenewal) {
+		r.state = runOver
+		r.status.HasNext = false
+	}
+}
+
+// wakeWaiters goes on with what waits for a renewal or the store's clock
+// (m.waiting): runs and delayed tasks whose step check failed (E1), runs
+// that wait for the store's clock to plan or to record (B5). It is called
+// after a renewal, a store-time read and the end of a session; what must
+// wait longer waits again. Each renewal costs O(waiting), not O(leases).
+func (m *Machine) wakeWaiters() {
+	if len(m.waiting) == 0 {
+		return
+	}
+	waiting := m.waiting
+	m.waiting = nil
+	for _, t := range waiting {
+		if t.delay == delayRenewal && !t.ended {
+			m.delayDue(t)
+		}
+		r := t.run
+		if r == nil {
+			continue
+		}
+		switch {
+		case r.state == runWaitRenewal && !t.ended:
+			if rate := r.spec.Rate.Milliseconds(); rate > 0 {
+				if store, ok := m.storeNow(); ok && floorDiv(store.UnixMilli(), rate) > r.slot {
+					m.planRun(t) // the slot is over: plan the current one
+					continue
+				}
+			}
+			r.state = runPlanned
+			m.runDue(t)
+		case r.state == runWaitStore && !t.ended:
+			m.planRun(t)
+		case r.state == runRecordWait:
+			m.record(t, r.failed, r.cancel)
+		}
+	}
+}

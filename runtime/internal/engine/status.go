@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// The core's answers to the driver's questions, as raft's Status: each
+// reads state and changes nothing.
+
+// State returns the session's state, whether a Close is in progress, and
+// the backend's last failure (nil after a success).
+func (m *Machine) State() (state SessionState, closing bool, lastErr error) {
+	return m.state, m.closing != nil, m.lastErr
+}
+
+// Session returns the live session's generation, id and renewal period; ok
+// is false while there is none.
+func (m *Machine) Session() (gen uint64, id backends.SessionID, period time.Duration, ok bool) {
+	if s := m.sess; s != nil && !s.ended {
+		return s.gen, s.id, s.period, true
+	}
+	return 0, "", 0, false
+}
+
+// LeaderTerm returns contender id's term while it leads.
+func (m *Machine) LeaderTerm(id ContenderID) (TermID, bool) {
+	if c := m.byID[id]; c != nil && c.phase == phLeader {
+		return c.term.id, true
+	}
+	return 0, false
+}
+
+// Stopped reports whether contender id is stopped (or was never started).
+func (m *Machine) Stopped(id ContenderID) bool {
+	c := m.byID[id]
+	return c == nil || c.removed || c.phase == phDone
+}
+
+// Refusal returns the holder that refused contender id's last attempt, if
+// any.
+func (m *Machine) Refusal(id ContenderID) *backends.HeldError {
+	if c := m.byID[id]; c != nil {
+		return c.refusal
+	}
+	return nil
+}
+
+// GroupRemoved reports whether group id is stopped (or was never started).
+func (m *Machine) GroupRemoved(id GroupID) bool { return m.groupByID[id] == nil }
+
+// HeldPartitions returns the partitions of group id this member leads, in
+// ascending order.
+func (m *Machine) HeldPartitions(id GroupID) []int {
+	g := m.groupByID[id]
+	if g == nil {
+		return nil
+	}
+	var held []int
+	for _, i := range g.partIndexes() {
+		if g.parts[i].phase == phLeader {
+			held = append(held, i)
+		}
+	}
+	return held
+}
+
+// ScheduleStatus returns the runs of schedule id so far.
+func (m *Machine) ScheduleStatus(id ContenderID) (RunStatus, bool) {
+	if c := m.byID[id]; c != nil && c.status != nil {
+		return *c.status, true
+	}
+	return RunStatus{}, false
+}
+
+// Status is the core's state at one instant, for the runtime's Snapshot.
+type Status struct {
+	State       SessionState
+	Session     backends.SessionID
+	Remaining   time.Duration
+	RenewPeriod time.Duration
+	LastErr     error
+	Leases      []LeaseStatus // in start order; partitions are in Groups
+	Groups      []GroupStatus // in start order
+}
+
+// Role is what the client does about one lease name. Its values are the
+// runtime's Role values.
+type Role int
+
+// The roles, in the runtime's order.
+const (
+	RoleCandidate Role = iota
+	RoleLeader
+	RoleHandingOff
+	RoleCoolingDown
+)
+
+// LeaseStatus is one started name's entry in a Status.
+type LeaseStatus struct {
+	ID        ContenderID
+	Name      string
+	Lock      bool
+	Role      Role
+	Token     Token
+	Remaining time.Duration
+	Cooldown  time.Duration
+	Schedule  *RunStatus
+}
+
+// GroupStatus is one group's entry in a Status.
+type GroupStatus struct {
+	ID           GroupID
+	Name         string
+	Partitions   int
+	Members      int
+	Held         []int
+	Joined       bool
+	LastErr      error
+	PerPartition []PartitionStatus
+}
+
+// PartitionStatus is one held partition's entry in a GroupStatus.
+type PartitionStatus struct {
+	Index     int
+	Token     Token
+	Remaining time.Duration
+	Schedule  *RunStatus
+}
+
+// Status returns the state at now.
+func (m *Machine) Status(now Mono) Status {
+	st := Status{State: m.state, LastErr: m.lastErr}
+	if s := m.sess; s != nil {
+		st.Session = s.id
+		st.Remaining = max(0, s.deadline-now)
+		st.RenewPeriod = s.period
+	}
+	for _, g := range m.groupList {
+		if g.removed {
+			continue
+		}
+		gs := GroupStatus{ID: g.id, Name: g.name, Partitions: g.n, Held: m.HeldPartitions(g.id), Joined: g.joined,
+			LastErr: g.lastErr}
+		if g.viewed {
+			gs.Members = len(g.view.Members)
+		}
+		for _, i := range gs.Held {
+			t := g.parts[i].term
+			ps := PartitionStatus{Index: i, Token: t.token, Remaining: m.remaining(t, now)}
+			if rs := g.status[i]; rs != nil {
+				cp := *rs
+				ps.Schedule = &cp
+			}
+			gs.PerPartition = append(gs.PerPartition, ps)
+		}
+		st.Groups = append(st.Groups, gs)
+	}
+	for _, c := range m.contenders {
+		if c.removed || c.group != nil {
+			continue
+		}
+		ls := LeaseStatus{ID: c.id, Name: c.name, Lock: c.kind == KindLock}
+		if c.status != nil {
+			cp := *c.status
+			ls.Schedule = &cp
+		}
+		switch {
+		case c.phase == phLeader:
+			ls.Role, ls.Token, ls.Remaining = RoleLeader, c.term.token, m.remaining(c.term, now)
+		case c.phase == phHandoff:
+			ls.Role, ls.Token = RoleHandingOff, c.term.token
+		case c.cooldownUntil > now:
+			ls.Role, ls.Cooldown = RoleCoolingDown, c.cooldownUntil-now
+		}
+		st.Leases = append(st.Leases, ls)
+	}
+	return st
+}
+
+// remaining is t's validity left at now, as its Term reports it (T3).
+func (m *Machine) remaining(t *term, now Mono) time.Duration {
+	if t.ended {
+		return 0
+	}
+	return max(0, t.sess.deadline-now)
+}

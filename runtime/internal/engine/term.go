@@ -1,0 +1,170 @@
+package engine
+
+// term is the core's record of one term (T2): a period during which this
+// node owns a lease, from adoption to revocation, and what still refers to
+// it (a task, a scheduled run, callbacks) until the core forgets it.
+type term struct {
+	id      TermID
+	c       *contender
+	sess    *session
+	name    string
+	token   Token
+	ended   bool
+	reason  Reason
+	adopted uint64 // adoption sequence, to order against Owned reads
+	value   []byte // the lease's value at acquisition
+
+	revokeDeadline Mono // the session deadline when the hand-off began (H1)
+	taskRunning    bool // a task or a schedule's runs hold the hand-off (H1)
+	electedQueued  bool // the elected callback was dispatched
+	electedFailed  bool // ... and could not run (L6)
+	revokedQueued  bool // the revoked callback was dispatched
+	releaseReq     RequestID
+
+	run      *run  // the schedule's runs, if the contender runs on one
+	delay    uint8 // a partition's once-per-term task waits for its initial delay or step (delayTimer, delayRenewal)
+	timerSeq uint64
+}
+
+func (m *Machine) adopt(c *contender, s *session, token Token, value []byte) {
+	m.adoptSeq++
+	m.termSeq++
+	t := &term{id: m.termSeq, c: c, sess: s, name: c.name, token: token, adopted: m.adoptSeq, value: value}
+	m.terms[t.id] = t
+	c.term, c.phase = t, phLeader
+	m.emit(Effect{Kind: EffTermStarted, Term: t.id, Contender: c.id, Name: c.name, Token: token, Gen: s.gen,
+		Lock: c.kind == KindLock})
+	m.event(Event{Kind: EventElected, Name: c.name, Token: token, Session: s.id})
+	if g := c.group; g != nil {
+		m.event(Event{Kind: EventPartitionGained, Name: c.name, Token: token, Session: s.id, Group: g.name, Partition: c.part})
+	}
+	if c.lockW != 0 {
+		m.complete(c.lockW, t.id, nil)
+		c.lockW = 0
+	}
+	if c.listener {
+		t.electedQueued = true
+		m.dispatch(c, t, true)
+	}
+	if c.task {
+		m.startWork(c, t)
+	}
+}
+
+func (m *Machine) dispatch(c *contender, t *term, elected bool) {
+	c.pending++
+	if !elected {
+		t.revokedQueued = true
+	}
+	m.emit(Effect{Kind: EffDispatch, Contender: c.id, Term: t.id, Elected: elected})
+}
+
+// revoked dispatches t's revoked callback, if its elected one was delivered
+// (L1, L6).
+func (m *Machine) revokedCallback(c *contender, t *term) {
+	if t.electedQueued && (!t.electedFailed || mutant == "unpaired-callbacks") {
+		m.dispatch(c, t, false)
+	}
+}
+
+// revoke ends t for r: Valid is false from now on (T3). A schedule or a
+// delayed task waiting for its time has nothing to wait for: its work ends
+// with the term.
+func (m *Machine) revoke(t *term, r Reason) {
+	if t.ended {
+		return
+	}
+	t.ended, t.reason = true, r
+	m.emit(Effect{Kind: EffTermEnded, Term: t.id, Reason: r})
+	m.event(Event{Kind: EventRevoked, Name: t.name, Token: t.token, Session: t.sess.id, Reason: r})
+	if c := t.c; c.group != nil {
+		m.event(Event{Kind: EventPartitionLost, Name: t.name, Token: t.token, Session: t.sess.id, Reason: r,
+			Group: c.group.name, Partition: c.part})
+	}
+	m.workEnds(t)
+}
+
+// loseTerm ends c's term at once, for a reason other than Stop or StepDown
+// (H3): the backend may have given the lease away already.
+func (m *Machine) loseTerm(c *contender, reason Reason) {
+	t := c.term
+	m.revoke(t, reason)
+	if c.phase == phHandoff {
+		m.afterRelease(c) // nothing left to wait for or release
+		return
+	}
+	c.term, c.phase = nil, phCandidate
+	m.revokedCallback(c, t)
+	m.maybeForget(t)
+	if c.kind == KindLock || c.group != nil {
+		m.stop(c, false, 0, 0) // a lock is not retaken; a partition waits for the next balance
+		return
+	}
+	c.retryAt = m.now
+	m.wake(c)
+}
+
+// maybeForget drops t once nothing refers to it: it ended, its contender
+// moved on, and no task or run of it is still running.
+func (m *Machine) maybeForget(t *term) {
+	if t.ended && !t.taskRunning && t.c.term != t && m.terms[t.id] == t {
+		delete(m.terms, t.id)
+		m.emit(Effect{Kind: EffForget, Term: t.id})
+	}
+}
+
+// taskDone reports that t's task returned err.
+func (m *Machine) taskDone(t *term, err error, canceled bool) {
+	if !t.taskRunning || t.run != nil {
+		return
+	}
+	if err != nil && !(t.ended && canceled) {
+		m.event(Event{Kind: EventTaskFailed, Name: t.name, Token: t.token, Err: err})
+	}
+	m.taskEnded(t)
+}
+
+// taskEnded notes that t's work (its task, or its schedule's runs) is over,
+// and moves on: a hand-off releases; a task that ended while the term is
+// valid steps down, so that leadership does not sit idle here (§13); a
+// partition stays held and idle until a rebalance moves it, so that its work
+// is not rerun elsewhere.
+func (m *Machine) taskEnded(t *term) {
+	c := t.c
+	t.taskRunning = false
+	c.tasks--
+	switch {
+	case c.phase == phHandoff && c.term == t && t.releaseReq == 0:
+		m.release(c)
+	case c.phase == phLeader && c.term == t && !t.ended && m.now < t.sess.deadline && c.group == nil:
+		m.stop(c, true, c.taskEndCooldown, 0)
+	default:
+		m.wake(c)
+	}
+	m.maybeForget(t)
+}
+
+// callbackDone reports that one of c's callbacks ran.
+func (m *Machine) callbackDone(c *contender) {
+	c.pending--
+	m.endOp(c)
+}
+
+// dispatchFailed reports that t's elected callback could not be dispatched
+// (L6): nobody knows of the term, so it is given up without a revoked
+// callback, and the election sits out one lease period.
+func (m *Machine) dispatchFailed(c *contender, t *term, err error) {
+	c.pending--
+	if t == nil {
+		m.endOp(c)
+		return
+	}
+	t.electedFailed = true
+	m.event(Event{Kind: EventCallbackRejected, Name: t.name, Token: t.token, Err: err})
+	if c.term == t && c.phase == phLeader && c.op == nil {
+		c.op = &stopOp{stepDown: true, cooldown: m.cfg.LeaseDuration, at: m.now}
+		m.handoff(c, SteppedDown)
+		return
+	}
+	m.endOp(c)
+}
