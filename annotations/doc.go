@@ -2,6 +2,9 @@
 // rules G1 and G4) on their own, without loading any Go code. The generator,
 // cmd/simbagen, uses it; so can any tool that wants to read the directives.
 //
+// Rule names such as G1, and sections such as §14, refer to docs/design.md
+// in the repository.
+//
 // # Grammar
 //
 // A directive is one line comment, in Go's directive form: "//" followed at

@@ -1,6 +1,9 @@
 // Simbagen writes the registration code for functions annotated with
 // //simba:scheduled and //simba:partitioned (SPEC §14).
 //
+// Rule names such as G1 or E1, and sections such as §14, refer to
+// docs/design.md in the repository.
+//
 // Put a directive directly above a top-level function or method:
 //
 //	//go:generate go run github.com/simba-go/simba/cmd/simbagen
