@@ -4,6 +4,9 @@
 // the public API and a thin driver that performs the core's effects on real
 // goroutines, clocks and backends.
 //
+// Rule names such as D1 or H2, and sections such as §13, refer to
+// docs/design.md in the repository.
+//
 // # The contract
 //
 // The core has no goroutines, reads no clock, sleeps on no timer and does

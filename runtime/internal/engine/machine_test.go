@@ -561,3 +561,36 @@ func TestMachineNotifiedDuringAttempt(t *testing.T) {
 		t.Fatal("retried at once after a refusal with no notification")
 	}
 }
+
+// A3: a Lock abandoned while its attempt is in flight, and the next Lock of
+// the name, whose attempt reaches the store after the first one: the store
+// answers it as any acquisition of a lease the session holds, with the same
+// token. The first win is released (no one wants it); the second reply
+// carries the token being released and must not be adopted: its term would
+// stay valid after that release frees the lease in the store, and the
+// release's digest (one version up) keeps the next renewal from noticing.
+// Before the fix, releases of unwanted wins did not count as released.
+func TestMachineAbandonedWinNotReadopted(t *testing.T) {
+	h := newHarness(t, testCfg)
+	h.open()
+	if err := h.step(Start{ID: 1, Name: "report", Kind: KindLock, Waiter: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.step(Start{ID: 2, Name: "report", Kind: KindLock, Waiter: 2}); err != nil {
+		t.Fatal(err)
+	}
+	first := h.take(ReqAcquire)
+	h.step(Abandon{ID: 1})
+	second := h.take(ReqAcquire)
+	h.reply(first, Result{Grant: backends.Grant{Token: 5, Digest: backends.Digest{Leases: 1, Version: 1}}})
+	if rel := h.take(ReqRelease); rel.Token != 5 {
+		t.Fatalf("the abandoned win released as #%d, want #5", rel.Token)
+	}
+	h.reply(second, Result{Grant: backends.Grant{Token: 5, Digest: backends.Digest{Leases: 1, Version: 1}}})
+	if c := h.m.byID[2]; c == nil || c.term != nil {
+		t.Fatalf("A3: adopted token 5 while its release is in flight")
+	}
+	if len(h.completed) != 0 {
+		t.Fatalf("the second Lock was completed with the term being released: %+v", h.completed)
+	}
+}
