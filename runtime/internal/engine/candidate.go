@@ -176,6 +176,13 @@ func (m *Machine) acquireDone(p *pendingReq, res Result) {
 		m.event(Event{Kind: EventBackendError, Name: c.name, Err: res.Err})
 	}
 	if !wanted || c.removed {
+		if !c.removed && c.phase == phCandidate && c.op == nil {
+			// The attempt was abandoned by a step-down that left the
+			// election a candidate: it contends again when its cooldown
+			// ends. Without this wake nothing would re-arm its timer (the
+			// step-down's own wake found this attempt in flight).
+			m.wake(c)
+		}
 		return
 	}
 	if c.tryOnce && res.Err != nil && !errors.Is(res.Err, backends.ErrSessionExpired) {

@@ -594,3 +594,112 @@ func TestMachineAbandonedWinNotReadopted(t *testing.T) {
 		t.Fatalf("the second Lock was completed with the term being released: %+v", h.completed)
 	}
 }
+
+// H4, A1: an election stepped down while its attempt is in flight stays a
+// candidate and contends again when its cooldown ends, whatever the
+// abandoned attempt's reply. Before the fix, the step-down's wake found the
+// attempt in flight, the reply's handler returned for an abandoned attempt,
+// and nothing set the next attempt: the election never contended again
+// unless a release notification or a new session woke it.
+func TestMachineStepDownDuringAttempt(t *testing.T) {
+	h := newHarness(t, testCfg)
+	h.open()
+	c := h.startElection("report", false, false)
+	attempt := h.take(ReqAcquire)
+	h.step(Stop{ID: c.id, StepDown: true, Cooldown: 400 * time.Millisecond, Waiter: 1})
+	if len(h.completed) != 1 {
+		t.Fatal("the step-down of a candidate did not complete at once")
+	}
+	h.reply(attempt, Result{Err: errDown})
+	h.advanceTo(400*time.Millisecond - time.Millisecond)
+	if h.has(ReqAcquire) {
+		t.Fatal("contended during the cooldown")
+	}
+	h.advanceTo(400 * time.Millisecond)
+	if !h.has(ReqAcquire) {
+		t.Fatal("not contending after the cooldown: the abandoned attempt's reply left no timer")
+	}
+}
+
+// A3, T4: an acquisition whose reply was lost (the call timed out) leaves
+// the lease held in the store; the next Owned read lists it, nobody here
+// holds it, and it is released. The candidate's next attempt, handled by the
+// store before that release, gets the same token back: it must not be
+// adopted, since the release in flight frees the lease. The simulator found
+// this one (seed 17025: two terms of one name valid at once).
+func TestMachineStrayReleaseNotReadopted(t *testing.T) {
+	h := newHarness(t, testCfg)
+	h.open()
+	c := h.startElection("report", false, false)
+	h.reply(h.take(ReqAcquire), Result{Err: errDown}) // the store granted #5, the reply was lost
+	for h.now < testCfg.RenewInterval {
+		h.advanceTo(min(c.retryAt, testCfg.RenewInterval))
+		if h.has(ReqAcquire) {
+			h.reply(h.take(ReqAcquire), Result{Err: errDown})
+		}
+	}
+	h.reply(h.take(ReqKeepAlive), renewal(3*time.Second, 1))
+	h.reply(h.take(ReqOwned), Result{Held: []backends.Held{{Name: "report", Token: 5}}, Digest: backends.Digest{Leases: 1, Version: 1}})
+	if rel := h.take(ReqRelease); rel.Token != 5 {
+		t.Fatalf("stray lease released as #%d, want #5", rel.Token)
+	}
+	h.advanceTo(c.retryAt)
+	h.reply(h.take(ReqAcquire), Result{Grant: backends.Grant{Token: 5, Digest: backends.Digest{Leases: 1, Version: 1}}})
+	if c.term != nil {
+		t.Fatal("A3: adopted token 5 while its release is in flight")
+	}
+}
+
+// T4, H1: a release that fails leaves the lease possibly held in the store,
+// and the next renewal re-reads the list to release it; if that read fails
+// too, the one after asks again. Before the fix, a failed Owned read dropped
+// the request: with the digest unchanged (the release never happened),
+// nothing read the list again, and the lease stayed held in the store for
+// the session's whole life, free for nobody. The simulator found it (seed
+// 18588: a name without a holder long after the faults ended).
+func TestMachineFailedOwnedReadAsksAgain(t *testing.T) {
+	h := newHarness(t, testCfg)
+	h.open()
+	c := h.startElection("report", false, false)
+	h.win(c, 5)
+	h.step(Stop{ID: c.id, Waiter: 1})
+	h.reply(h.take(ReqRelease), Result{Err: errDown})
+	h.advanceTo(testCfg.RenewInterval)
+	h.reply(h.take(ReqKeepAlive), renewal(3*time.Second, 0))
+	h.reply(h.take(ReqOwned), Result{Err: errDown})
+	h.advanceTo(2 * testCfg.RenewInterval)
+	h.reply(h.take(ReqKeepAlive), renewal(3*time.Second, 0))
+	if !h.has(ReqOwned) {
+		t.Fatal("T4: a failed Owned read is not asked again at the next renewal")
+	}
+}
+
+// T4, A1: a lease the store lists that nobody here holds, while a TryLock
+// of its name has an attempt in flight, is left to that attempt; if the
+// attempt fails, the next renewal reads the list again and releases it.
+// Before the fix it stayed held in the store for the session's whole life
+// (the simulator's seed 29388).
+func TestMachineStraySkippedIsReadAgain(t *testing.T) {
+	h := newHarness(t, testCfg)
+	h.open()
+	c := h.startElection("report", false, false)
+	h.win(c, 5)
+	h.step(Stop{ID: c.id, Waiter: 1})
+	h.reply(h.take(ReqRelease), Result{Err: errDown}) // the lease stays held in the store
+	if err := h.step(Start{ID: 2, Name: "report", Kind: KindLock, TryOnce: true, Waiter: 2}); err != nil {
+		t.Fatal(err)
+	}
+	attempt := h.take(ReqAcquire)
+	h.advanceTo(testCfg.RenewInterval)
+	h.reply(h.take(ReqKeepAlive), renewal(3*time.Second, 0))
+	h.reply(h.take(ReqOwned), Result{Held: []backends.Held{{Name: "report", Token: 5}}, Digest: backends.Digest{Leases: 1, Version: 1}})
+	h.reply(attempt, Result{Err: errDown}) // the TryLock fails
+	h.advanceTo(2 * testCfg.RenewInterval)
+	same := renewal(3*time.Second, 1)
+	same.Renewal.Digest.Leases = 1 // the digest the Owned read returned: nothing changed
+	h.reply(h.take(ReqKeepAlive), same)
+	h.reply(h.take(ReqOwned), Result{Held: []backends.Held{{Name: "report", Token: 5}}, Digest: backends.Digest{Leases: 1, Version: 1}})
+	if rel := h.take(ReqRelease); rel.Name != "report" || rel.Token != 5 {
+		t.Fatalf("released %s#%d, want report#5", rel.Name, rel.Token)
+	}
+}

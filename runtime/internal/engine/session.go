@@ -234,8 +234,10 @@ func (m *Machine) ownedDone(p *pendingReq, res Result) {
 	if res.Err != nil {
 		if errors.Is(res.Err, backends.ErrSessionExpired) {
 			m.sessionLost(SessionExpired)
+			return
 		}
-		return // the next keep-alive asks again
+		s.recheck = true // the next keep-alive asks again, whatever its digest
+		return
 	}
 	s.digest = res.Digest
 	held := make(map[string]Token, len(res.Held))
@@ -255,8 +257,14 @@ func (m *Machine) ownedDone(p *pendingReq, res Result) {
 	}
 	for _, h := range res.Held {
 		tok, stray := held[h.Name]
-		if c := m.byName[h.Name]; stray && (c == nil || c.attempt == 0 && c.phase == phCandidate) {
-			m.send(Request{Kind: ReqRelease, Gen: s.gen, Name: h.Name, Token: tok, Timeout: s.period}, &pendingReq{})
+		switch c := m.byName[h.Name]; {
+		case !stray:
+		case c == nil || c.attempt == 0 && c.phase == phCandidate:
+			m.releaseUnwanted(s, h.Name, tok)
+		default:
+			// An attempt in flight may yet adopt it, or a release free
+			// it; if neither does, the next renewal reads the list again.
+			s.recheck = true
 		}
 	}
 }
