@@ -41,7 +41,7 @@ var args = check.For("simbaredis")
 // ErrLayout reports a namespace written by an incompatible version of this
 // package (its key layout version differs), so that two versions never share
 // a namespace silently. Use another prefix, or stop the other version.
-var ErrLayout = errors.New("simbaredis: incompatible key layout")
+var ErrLayout = errors.New("incompatible key layout")
 
 // Backend is a Simba store in Redis: it implements [backends.Backend] and
 // [backends.StoreClock], and the sessions it opens implement
@@ -63,6 +63,7 @@ type Backend struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	feed      *watch.Feed // the release subscription, started by the first Watch
+	armed     armed       // the scripts without INFO (armed.go)
 	node      string      // this backend's node id: its wake channel, and its place among a lease's waiters
 
 	guardLogged atomic.Int64 // Unix µs of the end of the last guard logged
