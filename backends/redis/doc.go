@@ -159,11 +159,23 @@
 // namespace of a Redis, and Redis before 7 saves it with the data). On a
 // mismatch, the guard starts from that moment and every session of the
 // namespace ends: its client gets [backends.ErrSessionExpired] at its next
-// call and opens a new session. Reading the run id costs about 5 µs of Redis
-// time per call, a sixth of an acquire and a release (acquire takes its clock
-// from the same INFO, which spares a TIME). The scripts that grant nothing — release, put value, join,
-// leave, members, close — do not read it: they act only for a session that
-// is alive, one that a guarded script opened and renewed.
+// call and opens a new session. The scripts that grant nothing — release,
+// put value, join, leave, members, close — do not read it: they act only for
+// a session that is alive, one that a guarded script opened and renewed.
+//
+// Reading the run id costs about 5 µs of Redis time per call (INFO), so on
+// Redis 7 and later the backend arms each Redis process instead, once: a
+// MULTI/EXEC transaction runs the guarded check and loads copies of the
+// guarded scripts that carry that process's run id and read no INFO. Redis 7
+// neither saves its script cache with the data nor replicates it, and a
+// transaction runs in one process (the errors that would stop the check abort
+// it whole), so a copy exists only in a process where the check ran; a copy
+// also hands back to the guarded script when the meta hash records another
+// run (an older snapshot reloaded in place). After a restart or a fail-over
+// the copies are gone (NOSCRIPT), and the backend arms the new process. On
+// Redis before 7, whose scripts persist and replicate, the guarded scripts
+// run every time. armed.go gives the argument in full; the tests check that
+// an armed process reads no INFO and still starts the guard.
 //
 // The tests cover, against a private redis-server, a restart without data and
 // a restart that reloads an older snapshot, in every namespace of the server.
