@@ -26,3 +26,5 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
+
+tool github.com/simba-go/simba/cmd/simbagen

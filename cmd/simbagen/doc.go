@@ -1,9 +1,15 @@
 // Simbagen writes the registration code for functions annotated with
 // //simba:scheduled and //simba:partitioned (SPEC §14).
 //
-// Put a directive directly above a top-level function or method:
+// Make simbagen a tool of your module, once (Go 1.24 or later records it
+// on a tool line in go.mod, with the module at the version it resolves):
 //
-//	//go:generate go run github.com/simba-go/simba/cmd/simbagen
+//	go get -tool github.com/simba-go/simba/cmd/simbagen
+//
+// Then put a go:generate line in each package with directives, and a
+// directive directly above a top-level function or method:
+//
+//	//go:generate go tool simbagen
 //
 //	//simba:scheduled lease=report rate=5m step=2s
 //	func Report(ctx context.Context, t *runtime.Term) error { … }
@@ -15,8 +21,9 @@
 //	func (l *Ledger) Write(ctx context.Context, t *runtime.Term, b Batch) error { … }
 //	func (l *Ledger) PendingBatches(ctx context.Context, t *runtime.Term) iter.Seq2[Batch, error] { … }
 //
-// and run go generate. In each package with directives simbagen writes
-// simba_gen.go, which declares, for every annotated function, a documented
+// and run go generate ./... (or go tool simbagen ./..., which does the
+// same). In each package with directives simbagen writes simba_gen.go,
+// which declares, for every annotated function, a documented
 // RegisterReport(c *runtime.Client) or, for a method,
 // RegisterServiceSettle(c *runtime.Client, service *Service), returning a
 // runtime.Registration; and RegisterAll, which registers them all on a
@@ -41,7 +48,14 @@
 //
 // # Usage
 //
-//	simbagen [-check] [-tags list] [-v] [packages]
+//	go tool simbagen [-check] [-tags list] [-v] [packages]
+//
+// go tool builds simbagen from the version of this module that your go.mod
+// requires, so the generator and the runtime it generates calls for always
+// match. A module that requires this one only for the runtime has no go.sum
+// entries for the generator's own dependencies, which is why
+// go run github.com/simba-go/simba/cmd/simbagen fails there ("missing go.sum
+// entry"); go get -tool records them.
 //
 // The packages are go list patterns and default to the package in the
 // current directory. simbagen reports every problem it finds, in the go vet

@@ -1,6 +1,7 @@
 // Package generator is simbagen's library (SPEC §14): it turns the //simba:
-// directives of Go packages into simba_gen.go files. cmd/simbagen is a thin
-// front end over it.
+// directives of Go packages into simba_gen.go files. cmd/simbagen, which
+// users run from a //go:generate go tool simbagen line, is a thin front end
+// over it.
 //
 // Each stage is a function of its own, so that tests and tools can look at
 // what it produced:
