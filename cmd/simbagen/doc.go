@@ -30,7 +30,10 @@
 // client without blocking and stops what it started if one fails. The file
 // imports the runtime as simbart, refers to simbart.SupportPackageIsVersion1
 // and holds a signature guard per function, so that stale output fails to
-// compile at once.
+// compile at once. Its names read as hand-written ones: c for the client,
+// service for a *Service; where a name of the package is in the way, the
+// next a person would pick (client, the receiver's name in the method,
+// stdtime for package time), never a number unless all of those are taken.
 //
 // The directive grammar, with every key, is documented in package
 // github.com/simba-go/simba/annotations. The signatures allowed are:

@@ -108,6 +108,11 @@ func (c *checker) task(f Found) *Task {
 		}
 		t.Recv = c.receiver(named)
 		t.Recv.Pointer = t.Recv.Pointer || t.RecvPointer
+		for _, id := range f.Decl.Recv.List[0].Names {
+			if id.Name != "_" && !slices.Contains(t.Recv.Names, id.Name) {
+				t.Recv.Names = append(t.Recv.Names, id.Name)
+			}
+		}
 	}
 	t.Register = registerName(c.p, f.Decl)
 	if !c.signature(t, name, namePos, sig) {

@@ -42,6 +42,10 @@ type Receiver struct {
 	// Pointer tells whether RegisterAll takes a pointer: true if any of
 	// the annotated methods has a pointer receiver.
 	Pointer bool
+	// Names are the receiver names that the annotated methods declare,
+	// in order, without duplicates or blanks: the generated parameter's
+	// names if the type's own is taken.
+	Names []string
 }
 
 // Partitioned reports whether t is a //simba:partitioned task.
