@@ -64,7 +64,8 @@
 // current directory. simbagen reports every problem it finds, in the go vet
 // form file:line:col: message, and writes nothing unless there is none: an
 // invalid directive, a directive anywhere but directly above a top-level
-// function, a function with two directives, a lease or group used twice in a
+// function, a directive on a function or method named _ (which no code can
+// refer to), a function with two directives, a lease or group used twice in a
 // package, a signature that does not fit, a missing items= source, or a
 // generated name that the package already declares. A directive misspelt as
 // "// simba:" (with a space) is only a warning: Go reads it as an ordinary

@@ -74,6 +74,14 @@ func (c *checker) where(pos token.Pos) string {
 
 // task checks one annotated function and returns its task, or nil.
 func (c *checker) task(f Found) *Task {
+	if f.Decl.Name.Name == "_" {
+		what := "function _"
+		if f.Decl.Recv != nil {
+			what = "method " + funcName(f.Decl)
+		}
+		c.diags.errorf(c.p.Fset.Position(f.Decl.Name.Pos()), "the blank %s cannot be referred to, so simbagen cannot register it; give it a name", what)
+		return nil
+	}
 	obj, _ := c.p.Info.Defs[f.Decl.Name].(*types.Func)
 	if obj == nil {
 		return nil // the type checker has reported why
