@@ -79,7 +79,10 @@
 //
 // simbagen reads a package's previous simba_gen.go as empty, so a stale
 // one never stands in the way; it removes the file when the last directive
-// is gone, and refuses to overwrite a simba_gen.go it did not write.
+// is gone, and refuses to overwrite a simba_gen.go it did not write. One
+// that git checked out with CRLF line endings (core.autocrlf) is still its
+// own: it counts as stale, and go generate rewrites it with LF, as gofmt
+// would.
 //
 // The flags are:
 //

@@ -55,7 +55,8 @@ type Package struct {
 	// Output is the path of the file to write, Dir/simba_gen.go.
 	Output string
 	// Previous is the content of the simba_gen.go that simbagen wrote
-	// before, nil if there is none.
+	// before, nil if there is none. Its line endings may be CRLF, as git
+	// with core.autocrlf checks files out: it is then stale.
 	Previous []byte
 	// Foreign reports a simba_gen.go that simbagen did not write (it lacks
 	// the header): simbagen neither reads it as previous output nor
@@ -86,7 +87,7 @@ func Load(cfg Config, patterns ...string) ([]*Package, error) {
 		Env: cfg.Env,
 		ParseFile: func(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
 			mode := parser.ParseComments | parser.SkipObjectResolution
-			if filepath.Base(filename) == OutputName && bytes.HasPrefix(src, []byte(Header+"\n")) {
+			if filepath.Base(filename) == OutputName && ours(src) {
 				mode = parser.PackageClauseOnly
 				mu.Lock()
 				previous[filename] = src
@@ -194,6 +195,13 @@ func parseTestFiles(ctxt *build.Context, fset *token.FileSet, dir string) []*ast
 		}
 	}
 	return files
+}
+
+// ours reports whether src starts with simbagen's header line, ended by LF
+// or, as git with core.autocrlf checks files out, by CRLF.
+func ours(src []byte) bool {
+	rest, ok := bytes.CutPrefix(src, []byte(Header))
+	return ok && (bytes.HasPrefix(rest, []byte("\n")) || bytes.HasPrefix(rest, []byte("\r\n")))
 }
 
 // compilerOutput reports whether a go list error is the compiler's report
