@@ -88,9 +88,32 @@
 //
 //	-check  write nothing; exit 1 if a generated file is missing, stale or
 //	        should be removed (for CI)
-//	-tags   build tags to load the packages with
+//	-tags   comma-separated build tags to load the packages with, as
+//	        go build -tags
 //	-v      print each file written or removed
 //
 // Exit status: 0 when all is well, 1 for errors in the input or (with
 // -check) stale output, 2 for a usage error.
+//
+// # Build constraints
+//
+// simbagen loads the files of the build that -tags, GOOS and GOARCH select,
+// as go build would. A directive in a file that this build excludes is
+// ignored with a warning, "directive in a file that the build constraints
+// exclude is ignored". When the annotated functions are in files with a
+// build constraint (a //go:build line, or a _GOOS or _GOARCH file-name
+// suffix), simba_gen.go carries the same constraint on a //go:build line of
+// its own, so that the builds without the tag still compile. As the one
+// generated file of a package can carry one constraint, every annotated
+// function of a package must be in files under the same one, or in files
+// without: a package that mixes them is refused. For a tag of your own, put
+// the go:generate line in a file under the same tag and pass it on:
+//
+//	//go:build pro
+//
+//	//go:generate go tool simbagen -tags pro
+//
+// and run go generate -tags pro ./.... A run without the tag leaves a
+// simba_gen.go that the build excludes alone, and refuses to replace it
+// if the package has directives in the files that the build includes.
 package main

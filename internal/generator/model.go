@@ -13,6 +13,10 @@ type Model struct {
 	Output    string         // the file to write
 	Tasks     []*Task        // in source order
 	Receivers []*Receiver    // the receiver types of annotated methods, in order of first use
+	// Constraint is the build constraint of the files of the annotated
+	// functions, which the generated file carries on its //go:build line;
+	// "" if they have none.
+	Constraint string
 }
 
 // Task is one annotated function and what its registration does.
@@ -22,6 +26,9 @@ type Task struct {
 	Pos       token.Position         // of the directive
 	Func      *types.Func            // the annotated function or method
 	Register  string                 // the generated registration function's name
+	// Constraint is the build constraint of the function's file, "" if
+	// none (see [Model.Constraint]).
+	Constraint string
 
 	// Recv is the receiver type of a method, nil for a function.
 	Recv *Receiver
