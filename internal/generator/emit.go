@@ -130,7 +130,7 @@ var locals = [][]string{
 	{"item", "elem"},         // an item, in the loop
 	{"items", "batch"},       // a source's slice
 	{"err", "runErr"},        //
-	{"e", "election"},        // what StartSchedule returns
+	{"e", "reg"},             // what StartSchedule returns, a registration
 	{"g", "group"},           // what StartGroup returns
 	{"run", "steps"},         // the typed-steps wrapper
 	{"step", "stepValidity"}, // the step constant

@@ -86,7 +86,7 @@ func (x T) Pending(ctx context.Context, t *runtime.Term) iter.Seq2[string, error
 
 // Error is a receiver type whose parameter would be error, which is
 // predeclared: it takes the name that its method gives the receiver, e,
-// and what StartSchedule returns, e elsewhere, is then named election.
+// and what StartSchedule returns, e elsewhere, is then named reg.
 type Error struct{}
 
 // Report is a method of Error.

@@ -47,11 +47,11 @@ func RegisterRun(client *simbart.Client) (simbart.Registration, error) {
 		}
 		return nil
 	}
-	election, err := client.StartSchedule("locals.run", simbart.Schedule{Rate: stdtime.Second, Step: step}, steps)
+	reg, err := client.StartSchedule("locals.run", simbart.Schedule{Rate: stdtime.Second, Step: step}, steps)
 	if err != nil {
 		return nil, err
 	}
-	return election, nil
+	return reg, nil
 }
 
 // RegisterCDo starts (*C).Do on client under the lease "locals.do": while
@@ -60,11 +60,11 @@ func RegisterRun(client *simbart.Client) (simbart.Registration, error) {
 //
 //	//simba:scheduled lease=locals.do rate=1s
 func RegisterCDo(client *simbart.Client, c *C) (simbart.Registration, error) {
-	election, err := client.StartSchedule("locals.do", simbart.Schedule{Rate: stdtime.Second}, c.Do)
+	reg, err := client.StartSchedule("locals.do", simbart.Schedule{Rate: stdtime.Second}, c.Do)
 	if err != nil {
 		return nil, err
 	}
-	return election, nil
+	return reg, nil
 }
 
 // RegisterTApply starts T.Apply on client under the lease "locals.apply": while
@@ -90,11 +90,11 @@ func RegisterTApply(client *simbart.Client, t T) (simbart.Registration, error) {
 		}
 		return nil
 	}
-	election, err := client.StartSchedule("locals.apply", simbart.Schedule{Rate: stdtime.Second}, steps)
+	reg, err := client.StartSchedule("locals.apply", simbart.Schedule{Rate: stdtime.Second}, steps)
 	if err != nil {
 		return nil, err
 	}
-	return election, nil
+	return reg, nil
 }
 
 // RegisterErrorReport starts (*Error).Report on client under the lease
@@ -104,11 +104,11 @@ func RegisterTApply(client *simbart.Client, t T) (simbart.Registration, error) {
 //
 //	//simba:scheduled lease=locals.report rate=1s
 func RegisterErrorReport(client *simbart.Client, e *Error) (simbart.Registration, error) {
-	election, err := client.StartSchedule("locals.report", simbart.Schedule{Rate: stdtime.Second}, e.Report)
+	reg, err := client.StartSchedule("locals.report", simbart.Schedule{Rate: stdtime.Second}, e.Report)
 	if err != nil {
 		return nil, err
 	}
-	return election, nil
+	return reg, nil
 }
 
 // RegisterAll starts run, (*C).Do, T.Apply and (*Error).Report on client, in
