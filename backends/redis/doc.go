@@ -201,8 +201,11 @@
 // primary — an acquire, or any node's next keep-alive — starts the guard there,
 // every session of the namespace ends, no lease is granted for MaxLease, and
 // tokens stay above those issued before. What the replica missed stays lost
-// (a schedule may run a slot again). This follows from the run id and is not
-// covered by the tests, which restart servers but do not fail them over.
+// (a schedule may run a slot again). A test fails a private Sentinel-managed
+// primary over to its replica (SIGKILL of the primary) and checks that no
+// lease is granted until MaxLease after the crash, and that tokens stay
+// above those issued before. The conformance suite also runs on a
+// three-master Redis Cluster.
 // Persistence (appendonly) narrows what a restart loses but does not make the
 // guard unnecessary: after any restart, reload or fail-over, no grant for
 // MaxLease.
