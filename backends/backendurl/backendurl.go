@@ -1,4 +1,4 @@
-// Package backendurl opens a backend from a URL (SPEC §12), so that the
+// Package backendurl opens a backend from a URL (§12), so that the
 // examples, the demo and any tool take one --backend / SIMBA_BACKEND
 // setting:
 //
@@ -12,7 +12,8 @@
 // password (and the query, which may hold one) with "xxxxx".
 //
 // A backend opened here is closed through the io.Closer that [Open]
-// returns, after the clients that use it are closed.
+// returns, after the clients that use it are closed.//
+// Rule names such as §12 refer to docs/design.md in the repository.
 package backendurl
 
 import (

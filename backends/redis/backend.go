@@ -91,8 +91,8 @@ func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = pre
 
 // WithMaxLease sets the longest session time to live the backend grants:
 // longer requests are clamped to it, and the reply says what was granted
-// (SPEC C2). It is also the amnesia guard's lock-delay: after Redis lost its
-// state, no lease is granted until d has passed (SPEC §15). Every node of a
+// (C2). It is also the amnesia guard's lock-delay: after Redis lost its
+// state, no lease is granted until d has passed (§15). Every node of a
 // namespace must use the same value. It must be at least a millisecond. The
 // default is [DefaultMaxLease].
 func WithMaxLease(d time.Duration) Option { return func(o *options) { o.maxLease = d } }
@@ -106,7 +106,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // backend never closes it. It makes no call to Redis; every operation checks
 // the namespace itself, and [Backend.Check] does so up front.
 //
-// Every call takes a context whose deadline must bound the call (SPEC D2),
+// Every call takes a context whose deadline must bound the call (D2),
 // which go-redis honours only with ContextTimeoutEnabled. New returns an
 // error if client is a *redis.Client, *redis.ClusterClient or *redis.Ring
 // without it; for other implementations of redis.UniversalClient, the caller
@@ -130,7 +130,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 	}
 	if !contextTimeouts(client) {
 		return nil, fmt.Errorf("simbaredis: New: the client (%T) ignores context deadlines: set ContextTimeoutEnabled "+
-			"in its options, so that every call returns by its deadline (SPEC D2)", client)
+			"in its options, so that every call returns by its deadline (D2)", client)
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)

@@ -24,13 +24,13 @@ import (
 //
 //   - Every script that needs the time reads Redis's clock (TIME; acquire
 //     takes it from INFO, see luaInfoNow): expiry is measured by Redis, never
-//     by the client (SPEC D1). Redis ≥ 5 replicates a script's effects, not
+//     by the client (D1). Redis ≥ 5 replicates a script's effects, not
 //     the script, so reading the clock before writing is allowed.
 //   - The scripts that grant a lease (acquire) or renew a session (open,
 //     keep-alive, owned, and check) check the namespace's meta hash on
 //     every call: the layout version (refusing another version,
 //     [ErrLayout]) and the run id of the Redis process (the amnesia guard,
-//     SPEC §15; see check_meta). The others — release, put value, join,
+//     §15; see check_meta). The others — release, put value, join,
 //     leave, members, close — grant nothing, and act only for a live
 //     session, which a guarded script opened and renewed.
 //
@@ -45,7 +45,7 @@ import (
 // Then the operation checks that the calling session is alive by Redis's
 // clock before it reads or writes anything else, so that a call that reaches
 // Redis late can neither extend nor revive a session that expired
-// meanwhile, nor touch what another session now holds (SPEC S3).
+// meanwhile, nor touch what another session now holds (S3).
 //
 // The meta hash {p}:meta holds:
 //
@@ -253,7 +253,7 @@ local function alive(id)
 end
 `, luaSessions, luaClock)
 
-	// The amnesia guard (SPEC §15). A Redis process that restarted without
+	// The amnesia guard (§15). A Redis process that restarted without
 	// its data, reloaded an older snapshot, or is a replica promoted after
 	// a fail-over may have forgotten leases that clients still believe they
 	// hold. Every guarded script compares the run id of the process it runs
@@ -365,7 +365,7 @@ end
 	// The reply of OpenSession, KeepAlive and Owned: status, remaining
 	// (µs), now (µs), and the digest (leases, version, groups), from the
 	// session hash s. Its cost grows with the groups joined, never with the
-	// leases held (SPEC S1).
+	// leases held (S1).
 	luaRenewal = helper(`
 local function renewal(id, s, remaining)
   local groups = tonumber(s[2] or '0')

@@ -14,8 +14,8 @@ import (
 
 // session is a client's handle on a session in Redis. It holds only the id:
 // every call is a script that checks, by Redis's clock, that the session is
-// alive, so a session Redis forgot (expired, closed, lost) stays dead (SPEC
-// S3).
+// alive, so a session Redis forgot (expired, closed, lost) stays dead
+// (S3).
 type session struct {
 	b     *Backend
 	id    string
