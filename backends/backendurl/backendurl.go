@@ -12,7 +12,8 @@
 // password (and the query, which may hold one) with "xxxxx".
 //
 // A backend opened here is closed through the io.Closer that [Open]
-// returns, after the clients that use it are closed.//
+// returns, after the clients that use it are closed.
+//
 // Rule names such as §12 refer to docs/design.md in the repository.
 package backendurl
 
