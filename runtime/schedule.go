@@ -81,6 +81,11 @@ func (s Schedule) validate(cfg Config, onceOK bool) error {
 
 // runInfo is a schedule's status, shared between its loop and Snapshot.
 type runInfo struct {
+	// group and part name the partition a group's schedule runs for, for
+	// its run events; set once, before the schedule starts.
+	group string
+	part  int
+
 	mu   sync.Mutex
 	stat ScheduleStatus
 }
@@ -236,6 +241,7 @@ func (c *Client) runSchedule(ctx context.Context, t *Term, s Schedule, info *run
 			runCtx = context.WithValue(ctx, slotKey{}, time.UnixMilli(slot*s.Rate.Milliseconds()))
 		}
 		runErr := protect(func() error { return fn(runCtx, t) })
+		took := time.Since(started)
 		info.update(func(st *ScheduleStatus) { st.LastErr = runErr })
 		var record time.Time
 		if s.Rate > 0 {
@@ -246,13 +252,18 @@ func (c *Client) runSchedule(ctx context.Context, t *Term, s Schedule, info *run
 		last, hasLast = record, true // never rerun this slot in this term
 		if runErr != nil {
 			if ctx.Err() == nil || !errors.Is(runErr, context.Canceled) {
-				c.report(Event{Kind: EventRunFailed, Name: t.name, Token: t.token, Err: runErr})
+				c.report(Event{Kind: EventRunFailed, Name: t.name, Token: t.token, Err: runErr, Duration: took,
+					Group: info.group, Partition: info.part})
 			}
 			if ctx.Err() != nil {
 				return nil
 			}
 			continue // a failed run is not recorded
 		}
+		// Reported for the metrics adapters' runs by outcome; nothing
+		// below depends on it.
+		c.report(Event{Kind: EventRunSucceeded, Name: t.name, Token: t.token, Duration: took,
+			Group: info.group, Partition: info.part})
 		// Record the slot even if the term was revoked meanwhile: during the
 		// hand-off the lease is still ours until this task returns.
 		if err := c.putValue(context.WithoutCancel(ctx), t, encodeRecord(kind, record)); err != nil {
