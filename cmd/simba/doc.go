@@ -43,8 +43,8 @@
 // between two reads: a lease acquired, handed off to another session, held
 // with a new token by the same session, or freed; a session opened or
 // ended (closed, or expired). On a terminal it redraws the table each time,
-// marks the leases that just changed holder with "« new holder", and lists
-// the recent changes under it. Elsewhere (a pipe, a file, or with --plain)
+// marks the leases that just changed holder with "« new holder" for a few
+// reads, and lists the recent changes under it. Elsewhere (a pipe, a file, or with --plain)
 // it prints the table once, then one line per change:
 //
 //	10:22:19.475  report: HANDOFF node-1 (c5f5511f…) token 1796120538926760 → node-2 (d1b4b1a4…) token 1796120539453850

@@ -627,18 +627,18 @@ func TestWatchTerminal(t *testing.T) {
 	if len(frames) < 5 || frames[0] != "" {
 		t.Fatalf("%d frames; want one per read, each starting with a clear screen:\n%q", len(frames), out.String())
 	}
-	var marked bool
+	var marked int
 	for _, f := range frames {
 		if strings.Contains(f, "« new holder") {
-			marked = true
+			marked++
 			if !strings.Contains(f, "recent changes:") || !regexpMatch(`report: (HANDOFF node-1 \(.*\) token \d+ → node-2|acquired by node-2)`, f) ||
 				!regexpMatch(`(?m)^report +node-2 .*« new holder$`, f) {
 				t.Errorf("the frame that marks the hand-off:\n%s", f)
 			}
 		}
 	}
-	if !marked {
-		t.Errorf("no frame marks the hand-off:\n%s", out.String())
+	if marked < 1 || marked > markReads {
+		t.Errorf("%d frames mark the hand-off; want 1 to %d (a read may see it half done):\n%s", marked, markReads, out.String())
 	}
 	if last := frames[len(frames)-1]; !strings.Contains(last, "recent changes:") || strings.Contains(last, "« new holder") {
 		t.Errorf("the last frame keeps the change listed, unmarked:\n%s", last)

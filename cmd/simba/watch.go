@@ -134,9 +134,13 @@ func (e Event) line() string { return e.Time.Format("15:04:05.000") + "  " + e.t
 // recentLines is how many changes the terminal view keeps under the table.
 const recentLines = 12
 
+// markReads is for how many reads the terminal view marks a lease that
+// changed holder: long enough to be seen at any interval.
+const markReads = 4
+
 // watch reads the backend every interval and shows what changed: on a
 // terminal, the table redrawn with the latest changes under it and the
-// leases that just changed hands marked; otherwise, the first table, then
+// leases that just changed hands marked for a few reads; otherwise, the first table, then
 // one line per change (or per JSON event).
 func watch(ctx context.Context, o options, stdout, stderr io.Writer, tty bool) int {
 	r, err := open(ctx, o)
@@ -154,6 +158,7 @@ func watch(ctx context.Context, o options, stdout, stderr io.Writer, tty bool) i
 	var (
 		prev   *Inventory
 		recent []Event
+		marked = make(map[string]int) // lease → reads left to mark it
 		failed bool
 	)
 	for n := 0; o.count == 0 || n < o.count; n++ {
@@ -205,14 +210,20 @@ func watch(ctx context.Context, o options, stdout, stderr io.Writer, tty bool) i
 				enc.Encode(ev)
 			}
 		case tty:
-			moved := make(map[string]bool)
+			for name, left := range marked {
+				if left <= 1 {
+					delete(marked, name)
+				} else {
+					marked[name] = left - 1
+				}
+			}
 			for _, ev := range changes {
 				recent = appendRecent(recent, ev)
 				if ev.Lease != "" && ev.To != nil {
-					moved[ev.Lease] = true
+					marked[ev.Lease] = markReads
 				}
 			}
-			redraw(stdout, o, inv, recent, moved)
+			redraw(stdout, o, inv, recent, marked)
 		default:
 			for _, ev := range changes {
 				fmt.Fprintln(stdout, ev.line())
@@ -234,8 +245,8 @@ func appendRecent(recent []Event, ev Event) []Event {
 }
 
 // redraw clears the terminal and draws the table, marking the leases that
-// changed holder in the last read, with the recent changes under it.
-func redraw(w io.Writer, o options, inv Inventory, recent []Event, moved map[string]bool) {
+// changed holder in the last few reads, with the recent changes under it.
+func redraw(w io.Writer, o options, inv Inventory, recent []Event, marked map[string]int) {
 	var b strings.Builder
 	b.WriteString("\x1b[H\x1b[2J") // cursor home, clear screen
 	fmt.Fprintf(&b, "simba watch: every %v, %s (Ctrl-C to stop)\n\n", o.interval, time.Now().Format("15:04:05"))
@@ -243,7 +254,7 @@ func redraw(w io.Writer, o options, inv Inventory, recent []Event, moved map[str
 	writeTable(&table, inv)
 	for line := range strings.Lines(table.String()) {
 		name, _, _ := strings.Cut(line, " ")
-		if moved[name] {
+		if marked[name] > 0 {
 			line = strings.TrimSuffix(line, "\n") + "  « new holder\n"
 		}
 		b.WriteString(line)
