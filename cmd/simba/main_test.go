@@ -21,6 +21,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendurl"
+	"github.com/simba-go/simba/backends/memory"
 	simbaredis "github.com/simba-go/simba/backends/redis"
 	"github.com/simba-go/simba/internal/testservers"
 	"github.com/simba-go/simba/runtime"
@@ -112,6 +113,7 @@ var runID = func() string {
 //	node stop ID [after D]           close node ID (a graceful hand-off), now or after D in the background
 //	node crash ID [after D]          node ID stops reaching the store, as a crashed process: its session expires
 //	slot NAME                        wait until the store has a schedule record under NAME
+//	faults refuse|reachable [after D] (memory only) the store refuses every call, or answers again
 //
 // The condition [server] holds for server backends ($UNREACHABLE set).
 func TestScripts(t *testing.T) {
@@ -145,6 +147,7 @@ func TestScripts(t *testing.T) {
 					"exitcode": cmdExitCode,
 					"node":     cmdNode,
 					"slot":     cmdSlot,
+					"faults":   cmdFaults,
 				},
 			})
 		})
@@ -646,3 +649,24 @@ func TestWatchTerminal(t *testing.T) {
 }
 
 func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
+
+func cmdFaults(ts *testscript.TestScript, neg bool, args []string) {
+	sc := state(ts)
+	name, ok := strings.CutPrefix(sc.url, "memory:")
+	if neg || !ok || len(args) != 1 && (len(args) != 3 || args[1] != "after") {
+		ts.Fatalf("usage: faults refuse|reachable [after D], on the memory store")
+	}
+	mode := map[string]memory.Reachability{"refuse": memory.Refuse, "reachable": memory.Reachable}[args[0]]
+	var delay time.Duration
+	if len(args) == 3 {
+		var err error
+		delay, err = time.ParseDuration(args[2])
+		ts.Check(err)
+	}
+	set := func() { memory.Open(name).Faults().SetReachability(mode) }
+	if delay == 0 {
+		set()
+		return
+	}
+	sc.bg.Go(func() { time.Sleep(delay); set() })
+}
