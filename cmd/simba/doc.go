@@ -2,8 +2,12 @@
 // holder's identity and session, its fencing token, the time the holder's
 // session has left, its group and partition, and the last slot a schedule
 // recorded under it; the groups and their free partitions; the live
-// sessions. It only reads: it opens no session and changes nothing, on any
-// backend that lists its contents (backends.Inspector).
+// sessions. It only reads: it opens no session and holds nothing, on any
+// backend that lists its contents (backends.Inspector). One caveat: opening
+// a Redis backend (simbaredis.Open) runs the backend's check script, which
+// records the namespace's layout and the server's run in its meta hash and
+// reaps sessions that already expired — what any client's first call does
+// — before the listing, which makes plain reads only.
 //
 // Usage:
 //
