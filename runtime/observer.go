@@ -98,7 +98,8 @@ type Event struct {
 // goroutine of the engine's (never while an internal lock is held). It must
 // return promptly; a panic in it is recovered and logged. It is the hook for
 // metrics: who leads each lease, ownership changes, renewal latency, session
-// state, expirations.
+// state, expirations. The modules extra/simbaprometheus and extra/simbaotel
+// implement it.
 type Observer interface {
 	// Observe receives one event. It runs on the engine's event goroutine,
 	// after the previous call returned; it must not block.
