@@ -62,6 +62,7 @@ type Backend struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
+	readOnly  bool        // WithReadOnly: Inspect only
 	feed      *watch.Feed // the release subscription, started by the first Watch
 	armed     armed       // the scripts without INFO (armed.go)
 	node      string      // this backend's node id: its wake channel, and its place among a lease's waiters
@@ -81,6 +82,7 @@ type options struct {
 	prefix   string
 	maxLease time.Duration
 	logger   *slog.Logger
+	readOnly bool
 }
 
 // WithPrefix sets the key prefix: every key of the backend is
@@ -101,6 +103,17 @@ func WithMaxLease(d time.Duration) Option { return func(o *options) { o.maxLease
 // subscription reconnecting, the amnesia guard refusing grants). The default
 // discards them.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithReadOnly makes a backend that only lists the namespace
+// ([Backend.Inspect]), for status tools: it writes nothing to Redis — [Open]
+// checks that Redis answers with a PING rather than the check script, which
+// records the namespace and reaps — and OpenSession fails with
+// [ErrReadOnly].
+func WithReadOnly() Option { return func(o *options) { o.readOnly = true } }
+
+// ErrReadOnly reports a session asked of a backend made with
+// [WithReadOnly].
+var ErrReadOnly = errors.New("backend opened read-only")
 
 // New returns a backend that uses client, which stays the caller's: the
 // backend never closes it. It makes no call to Redis; every operation checks
@@ -141,6 +154,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 		keys:     newLayout(o.prefix),
 		maxLease: o.maxLease,
 		logger:   o.logger,
+		readOnly: o.readOnly,
 	}
 	b.node = randomNode()
 	b.metaKeys = []string{b.keys.meta()}
@@ -221,7 +235,15 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) 
 		return nil, err
 	}
 	b.ownsClient = true
-	if _, err := b.run(ctx, scriptCheck, "open "+shown, noSession); err != nil {
+	if b.readOnly {
+		err = client.Ping(ctx).Err()
+		if err != nil {
+			err = b.unavailable(ctx, "open "+shown, err)
+		}
+	} else {
+		_, err = b.run(ctx, scriptCheck, "open "+shown, noSession)
+	}
+	if err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -319,6 +341,9 @@ func (b *Backend) Check(ctx context.Context) error {
 func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
 	if err := args.Session(opts, time.Microsecond); err != nil {
 		return nil, backends.Renewal{}, err
+	}
+	if b.readOnly {
+		return nil, backends.Renewal{}, fmt.Errorf("simbaredis: open session: %w", ErrReadOnly)
 	}
 	ttl := min(opts.TTL, b.maxLease)
 	s := newSession(b, string(sessionid.New()))

@@ -2,12 +2,11 @@
 // holder's identity and session, its fencing token, the time the holder's
 // session has left, its group and partition, and the last slot a schedule
 // recorded under it; the groups and their free partitions; the live
-// sessions. It only reads: it opens no session and holds nothing, on any
-// backend that lists its contents (backends.Inspector). One caveat: opening
-// a Redis backend (simbaredis.Open) runs the backend's check script, which
-// records the namespace's layout and the server's run in its meta hash and
-// reaps sessions that already expired — what any client's first call does
-// — before the listing, which makes plain reads only.
+// sessions. It only reads: it opens no session, holds nothing and writes
+// nothing, on any backend that lists its contents (backends.Inspector). It
+// opens the backend with backendurl.OpenInspector, read-only where the
+// backend offers it (Redis: simbaredis.WithReadOnly, a PING rather than the
+// check script that records the namespace and reaps).
 //
 // Usage:
 //

@@ -155,14 +155,9 @@ type reader struct {
 func open(ctx context.Context, o options) (*reader, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	b, c, err := backendurl.Open(ctx, o.backend)
+	ins, c, err := backendurl.OpenInspector(ctx, o.backend)
 	if err != nil {
 		return nil, err // backendurl and the backends name the URL, redacted
-	}
-	ins, ok := b.(backends.Inspector)
-	if !ok {
-		c.Close()
-		return nil, fmt.Errorf("simba: the backend at %s (%T) cannot list what it holds: it does not implement backends.Inspector", o.shown, b)
 	}
 	return &reader{o: o, ins: ins, c: c}, nil
 }
