@@ -112,7 +112,7 @@ func sameSchema(t testing.TB, b *Backend, pool *pgxpool.Pool, opts ...Option) *B
 // endGuard moves the start of the schema's amnesia guard far into the past.
 func endGuard(t testing.TB, admin *pgxpool.Pool, schema string) {
 	t.Helper()
-	exec(t, admin, "UPDATE "+pgx.Identifier{schema}.Sanitize()+".meta SET guard_from = '-infinity'")
+	mustExec(t, admin, "UPDATE "+pgx.Identifier{schema}.Sanitize()+".meta SET guard_from = '-infinity'")
 }
 
 func dropSchema(t testing.TB, admin *pgxpool.Pool, schema string) {
@@ -125,7 +125,7 @@ func dropSchema(t testing.TB, admin *pgxpool.Pool, schema string) {
 }
 
 // exec runs a statement on pool and fails the test if it fails.
-func exec(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) {
+func mustExec(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

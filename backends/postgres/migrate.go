@@ -207,6 +207,9 @@ func (b *Backend) privilegeError(ctx context.Context, err error) error {
 		lacks = "a privilege the migration needs (it must own the schema's objects)"
 		grant = "have the schema's owner migrate it"
 	}
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
+		err = pe // the message says the rest
+	}
 	return b.errorf(what, b.schema, "role %s lacks %s: %s, or have a role that has it run %s once "+
 		"(psql -1 -v schema=%s -f schema.sql; SchemaSQL returns the same SQL), then GRANT USAGE ON SCHEMA %s TO %s "+
 		"and open the backend with WithoutMigration: %w",

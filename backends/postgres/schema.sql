@@ -57,6 +57,9 @@ CREATE TABLE IF NOT EXISTS meta (
     created_at timestamptz NOT NULL,
     guard_from timestamptz NOT NULL
 );
+-- Every role that may use the schema may read its version (the backend
+-- checks it on first use).
+GRANT SELECT ON meta TO PUBLIC;
 
 -- Tokens: one sequence, started at the database clock in microseconds when
 -- the schema is created, so that tokens exceed every token of a schema that
@@ -327,6 +330,7 @@ DECLARE
     s sessions%ROWTYPE;
     h sessions%ROWTYPE;
     l leases%ROWTYPE;
+    stale text;
     guard timestamptz;
 BEGIN
     SELECT o.expires_at, x.session_id, x.token, hs.expires_at, hs.identity
@@ -358,7 +362,7 @@ BEGIN
                 status := 'HELD'; h_session := holder; h_remaining_us := greatest(0, us(holder_expiry - t));
                 RETURN;
             END IF;
-            -- The holder's row is gone: its lease record is stale, and free.
+            stale := holder; -- its row is gone: the lease record is stale, and free
         ELSIF h.expires_at > clock_timestamp() THEN
             status := 'HELD'; h_session := holder; h_identity := h.identity;
             h_remaining_us := us(h.expires_at - clock_timestamp());
@@ -377,14 +381,15 @@ BEGIN
         status := 'OK'; tok := l.token; val := l.value; n_leases := s.leases; ver := s.version;
         RETURN;
     END IF;
-    IF l.session_id IS NOT NULL AND l.session_id IS DISTINCT FROM h.id THEN
+    IF l.session_id IS NOT NULL AND l.session_id IS DISTINCT FROM h.id AND l.session_id IS DISTINCT FROM stale THEN
         -- Another session took it since the first read: it is alive.
         SELECT x.identity, x.expires_at INTO h_identity, holder_expiry FROM sessions x WHERE x.id = l.session_id;
         status := 'HELD'; h_session := l.session_id; tok := l.token;
         h_remaining_us := greatest(0, coalesce(us(holder_expiry - clock_timestamp()), 0));
         RETURN;
     END IF;
-    -- Free, or held by h, which expired and which this transaction locked.
+    -- Free, or held by h, which expired and which this transaction locked,
+    -- or by a session whose row is gone.
     tok := greatest(nextval('token_seq'), l.token + 1);
     UPDATE leases SET session_id = p_session, token = tok WHERE name = p_name;
     UPDATE sessions SET leases = sessions.leases + 1, version = sessions.version + 1 WHERE id = p_session

@@ -286,3 +286,23 @@ func (s *PostgresServer) WaitReady(d time.Duration) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// PostgresProgram returns the path of one of PostgreSQL's programs (psql,
+// pg_dump, …), from the directory StartPostgres uses. Without it, the test
+// is skipped, or fails where services are required.
+func PostgresProgram(t testing.TB, name string) string {
+	t.Helper()
+	bin, err := postgresBin()
+	if err == nil {
+		p := filepath.Join(bin, name)
+		if _, err = os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, lerr := exec.LookPath(name); lerr == nil {
+		return p
+	}
+	missing(t, fmt.Sprintf("the PostgreSQL program %s is not installed (%v)", name, err),
+		"install PostgreSQL (`make services` does), or set "+pgBinEnv)
+	return ""
+}
