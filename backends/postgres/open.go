@@ -42,7 +42,8 @@ const (
 // WithoutMigration), so that a wrong URL or a missing privilege fails here. A
 // URL must name a host (in its authority, or as the host parameter).
 // Credentials in the URL never appear in an error or a log line, whatever
-// characters the password holds.
+// characters the password holds: the userinfo is taken to end at the URL's
+// last "@", and a "/", "#", "?" or "@" in it needs no escaping.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
 	shown := redact.URL(rawURL)
 	connURL, o, err := parseURL(rawURL)
@@ -86,6 +87,12 @@ func parseURL(raw string) (string, options, error) {
 	authStart := 0
 	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
 		authStart = at + 1
+		// The userinfo ends at the last "@" (as redact.URL assumes): escape
+		// what a URL parser would take for the end of it, so that a
+		// password holding an unescaped "/", "#", "?" or "@" means itself.
+		userinfo := escapeUserinfo(rest[:at])
+		rest = userinfo + rest[at:]
+		authStart = len(userinfo) + 1
 	}
 	base, query := rest, ""
 	if q := strings.IndexByte(rest[authStart:], '?'); q >= 0 {
@@ -132,6 +139,24 @@ func parseURL(raw string) (string, options, error) {
 		out += "?" + values.Encode()
 	}
 	return out, o, nil
+}
+
+// escapeUserinfo percent-encodes the characters that end a URL's userinfo
+// early or break its parsing; it leaves escapes already there ("%2F") alone.
+func escapeUserinfo(s string) string {
+	const special = "/?#@[] "
+	if !strings.ContainsAny(s, special) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; strings.IndexByte(special, c) >= 0 {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // take removes parameter name from values and returns its value.
