@@ -22,11 +22,11 @@ import (
 func TestKeepAliveAfterLockWait(t *testing.T) {
 	dsn := sharedDSN(t)
 	admin := newPool(t, dsn, nil)
-	b := newBackend(t, newPool(t, dsn, nil), admin)
+	b := newBackend(t, newPool(t, dsn, nil), admin, WithMaxLease(time.Minute))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	const ttl = time.Second
+	const ttl = 3 * time.Second
 	a := mustOpen(t, b, ttl)
 	if _, err := a.Acquire(ctx, "lease"); err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestKeepAliveAfterLockWait(t *testing.T) {
 	waitFor(t, time.Until(expiry)-100*time.Millisecond, "the keep-alive waiting for the row lock", func() bool {
 		var waiting bool
 		err := admin.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '.keep_alive%'`, b.Schema()).Scan(&waiting)
+			WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '".keep_alive%'`, b.Schema()).Scan(&waiting)
 		return err == nil && waiting
 	})
 	if time.Now().After(expiry.Add(-50 * time.Millisecond)) {
