@@ -97,7 +97,7 @@ func WithSchema(schema string) Option { return func(o *options) { o.schema = &sc
 
 // WithMaxLease sets the longest session time to live the backend grants:
 // longer requests are clamped to it, and the reply says what was granted
-// (SPEC C2). It is also the amnesia guard's lock-delay: after the schema was
+// (C2). It is also the amnesia guard's lock-delay: after the schema was
 // created, no lease is granted until d has passed (§15). Every node of a
 // schema must use the same value. It must be at least a millisecond. The
 // default is [DefaultMaxLease].
@@ -112,7 +112,7 @@ func WithoutMigration() Option { return func(o *options) { f := false; o.migrate
 // WithNotifications sets whether the backend delivers release notifications
 // (the default): it LISTENs on one connection of its own and its sessions'
 // releases, closes and reaps NOTIFY the schema's channel, so that candidates
-// of other nodes take over at once (SPEC A1). Without them, its sessions'
+// of other nodes take over at once (A1). Without them, its sessions'
 // watches never fire and its releases wake nobody: candidates take over at
 // their next attempt. PostgreSQL serialises the commits of transactions that
 // NOTIFY, database-cluster-wide; turn them off at thousands of releases per
@@ -130,7 +130,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // the schema if it is missing ([Backend.Migrate]), or checks it under
 // [WithoutMigration].
 //
-// Every call takes a context whose deadline bounds it (SPEC D2); pgx honours
+// Every call takes a context whose deadline bounds it (D2); pgx honours
 // it. Call [Backend.Close] when done: it stops the backend's release
 // subscription.
 func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {

@@ -355,3 +355,50 @@ func runPsql(t *testing.T, dsn string, args ...string) {
 		t.Fatalf("psql %s: %v\n%s", strings.Join(args, " "), err, out.String())
 	}
 }
+
+// §15: the guard started by hand (start_guard, after a restore the schema
+// cannot see) ends every session, grants nothing for MaxLease, keeps the
+// values, and continues the tokens above those before.
+func TestStartGuardByHand(t *testing.T) {
+	dsn := sharedDSN(t)
+	admin := newPool(t, dsn, nil)
+	ctx := testCtx(t)
+	const maxLease = time.Second
+	b := newBackend(t, newPool(t, dsn, nil), admin, WithMaxLease(maxLease))
+	a := mustOpen(t, b, maxLease)
+	g, err := a.Acquire(ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PutValue(ctx, "lease", g.Token, []byte("slot 9")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	mustExec(t, admin, "SELECT "+ident(b.Schema())+".start_guard()")
+	if _, err := a.KeepAlive(ctx); !errors.Is(err, backends.ErrSessionExpired) {
+		t.Errorf("KeepAlive after start_guard = %v; want ErrSessionExpired", err)
+	}
+	c := mustOpen(t, b, maxLease)
+	if _, err := c.Acquire(ctx, "lease"); !errors.Is(err, backends.ErrRecovering) {
+		t.Errorf("Acquire after start_guard = %v; want ErrRecovering", err)
+	}
+	var g2 backends.Grant
+	waitFor(t, maxLease+5*time.Second, "a grant after the guard", func() bool {
+		if _, err := c.KeepAlive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		g2, err = c.Acquire(ctx, "lease")
+		return err == nil
+	})
+	if took := time.Since(start); took < maxLease {
+		t.Errorf("granted %v after start_guard; want no grant before MaxLease %v", took, maxLease)
+	}
+	if g2.Token <= g.Token || string(g2.Value) != "slot 9" {
+		t.Errorf("after the guard: token %d, value %q; want > %d and the value kept", g2.Token, g2.Value, g.Token)
+	}
+	// The role that uses the schema may not start it.
+	var public bool
+	if err := admin.QueryRow(ctx, "SELECT has_function_privilege('public', $1, 'EXECUTE')", b.Schema()+".start_guard()").Scan(&public); err != nil || public {
+		t.Errorf("PUBLIC may execute start_guard: %v, %v; want not", public, err)
+	}
+}

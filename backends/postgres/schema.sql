@@ -219,8 +219,27 @@ LANGUAGE sql STABLE SET search_path FROM CURRENT
 RETURN greatest(p_left_rev, (SELECT max(g.epoch) FROM members m JOIN partition_groups g ON g.name = m.grp
                               WHERE m.session_id = p_session));
 
+-- start_guard starts the amnesia guard by hand, for an event the schema
+-- cannot see (a restore of older contents, a fail-over to a standby that
+-- missed writes): every session ends (the reapers release what they held),
+-- no lease is granted until MaxLease from now, and tokens continue from the
+-- clock in microseconds, or above the highest recorded, whichever is more.
+-- Values are kept. Only the schema's owner may call it.
+CREATE OR REPLACE FUNCTION start_guard() RETURNS timestamptz
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    t timestamptz := clock_timestamp();
+BEGIN
+    UPDATE meta SET guard_from = t;
+    UPDATE sessions SET expires_at = '-infinity' WHERE expires_at <> '-infinity';
+    PERFORM setval('token_seq', greatest((SELECT last_value FROM token_seq), (extract(epoch FROM t) * 1000000)::bigint,
+        (SELECT coalesce(max(token), 0) FROM leases)));
+    RETURN t;
+END
+$$;
+
 REVOKE ALL ON FUNCTION end_session(text, integer, boolean), reap(timestamptz, boolean),
-    groups_digest(text, bigint) FROM PUBLIC;
+    groups_digest(text, bigint), start_guard() FROM PUBLIC;
 
 -- The operations. Each is SECURITY DEFINER: a role needs only USAGE on the
 -- schema to call them, and no rights on the tables. Statuses: OK, EXPIRED

@@ -12,7 +12,7 @@ import (
 // session is a client's handle on a session row. It holds only the id:
 // every call is one function call that checks, by the database's clock, that
 // the session is alive, so a session the database ended or forgot stays dead
-// (SPEC S3).
+// (S3).
 type session struct {
 	b  *Backend
 	id string
