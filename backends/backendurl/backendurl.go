@@ -4,7 +4,7 @@
 //
 //	memory:                                   the process-wide memory store
 //	memory:NAME                               a process-wide memory store of its own, by name
-//	postgres://user:pass@host:5432/db         PostgreSQL (not built into this version)
+//	postgres://user:pass@host:5432/db         PostgreSQL (postgresql:// too; simba_schema=, simba_max_lease=, … options)
 //	redis://:pass@host:6379/0                 Redis (rediss:// for TLS, unix:// for a socket)
 //	zk://host:2181,host2:2181/chroot          ZooKeeper (not built into this version)
 //
