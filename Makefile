@@ -13,9 +13,16 @@ services: ## install (if missing) and start Redis, PostgreSQL and ZooKeeper on l
 services-down: ## stop the servers that `make services` started
 	bash scripts/services.sh down
 
+# Nested modules (a go.mod of their own, so the root module does not inherit
+# their dependencies): make test and make lint run them too, one line each.
+NESTED := \
+	extra/simbaprometheus \
+	extra/simbaotel
+
 # SIMBA_REQUIRE_SERVICES=1: a test whose server is missing fails instead of skipping.
-test: services lint ## start the servers, vet, check gofmt, run every test with -race
+test: services lint ## start the servers, vet, check gofmt, run every test with -race (nested modules too)
 	SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
+	@for m in $(NESTED); do echo "== $$m"; (cd $$m && SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; done
 
 # The examples are built once (the first build on a fresh machine compiles
 # the backends' drivers too, a minute or so), then each runs about 10s.
@@ -35,10 +42,11 @@ bench: ## run the benchmarks, with the generated wrapper's per-step overhead (te
 generate: ## run go generate (simbagen writes each package's simba_gen.go)
 	$(GO) generate ./...
 
-lint: ## go vet; fail if gofmt would change a file or a generated file is stale
+lint: ## go vet (nested modules too); fail if gofmt would change a file or a generated file is stale
 	$(GO) vet ./...
+	@for m in $(NESTED); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l lists files (run gofmt -w):"; echo "$$out"; exit 1; fi
-	$(GO) run ./cmd/simbagen -check ./...
+	$(GO) tool simbagen -check ./...
 
 clean: ## remove build and coverage output and the test cache
 	rm -rf bin coverage*

@@ -74,75 +74,136 @@ func testTermOrder(t *testing.T, h *Harness) {
 // over and never comes back), and no renewal that succeeded can be followed
 // by a takeover before its time to live has passed. A store that re-checks an
 // expiry with a stale clock after waiting for a lock (PostgreSQL's now() in
-// an UPDATE … WHERE) renews an expired session, and fails here.
+// an UPDATE … WHERE), or that hands the lease over after reading the holder's
+// expiry without stopping its keep-alive, renews an expired session while the
+// lease goes to another, and fails here.
+//
+// The race is won or lost within a round trip of the store's expiry, so the
+// rounds run at once, each sending its keep-alive at another moment across
+// the span in which the store's expiry lies: the last renewal was handled
+// between its sending and its reply, and the session expires Remaining
+// after that (B1), widened by a millisecond on either side. The takeover
+// tries every millisecond from a little before the expiry to a little after
+// it. In -v output each round says which won; both outcomes are fine.
 func testKeepAliveRacesTakeover(t *testing.T, h *Harness) {
 	e := newEnv(t, h)
-	for round := range 3 {
-		a, _ := e.open()
-		b, _ := e.open()
-		name := fmt.Sprintf("lease-%d", round)
-		e.acquire(a, name)
-		sentAt := time.Now()
-		r := e.keepAlive(a)
-		// Race from a little before the expiry to a little after it.
-		from := sentAt.Add(r.Remaining - h.ExpiryGrace/4)
-		until := sentAt.Add(r.Remaining + h.ExpiryGrace)
-		time.Sleep(time.Until(from))
+	const rounds = 8
+	type pair struct{ a, b backends.Session }
+	pairs := make([]pair, rounds)
+	for i := range pairs {
+		pairs[i].a, _ = e.open()
+		pairs[i].b, _ = e.open()
+	}
+	concurrently(rounds, func(round int) {
+		raceTakeover(t, e, round, rounds, pairs[round].a, pairs[round].b)
+	})
+}
 
-		type renewal struct {
-			sent  time.Time
-			until time.Time // what it granted, from when it was sent
+// raceTakeover is round round of testKeepAliveRacesTakeover's rounds: a
+// holds the lease, its keep-alive is sent at the round's moment around its
+// expiry, and b tries to take the lease. It runs on a goroutine of its own,
+// so it reports with t.Errorf.
+func raceTakeover(t *testing.T, e *env, round, rounds int, a, b backends.Session) {
+	h := e.h
+	name := fmt.Sprintf("lease-%d", round)
+	if _, err := a.Acquire(e.ctx, name); err != nil {
+		t.Errorf("round %d: Acquire(%q): %v", round, name, err)
+		return
+	}
+	sentAt := time.Now()
+	r, err := a.KeepAlive(e.ctx)
+	if err != nil {
+		t.Errorf("round %d: KeepAlive: %v", round, err)
+		return
+	}
+	latency := time.Since(sentAt)
+	// b is renewed after a, and again when the race starts, so that it
+	// outlives the race.
+	keepB := func() bool {
+		if _, err := b.KeepAlive(e.ctx); err != nil {
+			t.Errorf("round %d: KeepAlive: %v", round, err)
+			return false
 		}
-		var (
-			renewals []renewal
-			taken    time.Time // when b's Acquire returned a grant
-			mu       sync.Mutex
-		)
-		concurrently(2, func(i int) {
-			for time.Now().Before(until) {
-				if i == 0 {
-					sent := time.Now()
-					ka, err := a.KeepAlive(e.ctx)
-					if errors.Is(err, backends.ErrSessionExpired) {
-						return
-					}
-					if err == nil {
-						mu.Lock()
-						renewals = append(renewals, renewal{sent, sent.Add(ka.Remaining)})
-						mu.Unlock()
-						// a is renewed: stop renewing, so it can expire.
-						time.Sleep(time.Until(until))
-						return
-					}
-				} else {
-					_, err := b.Acquire(e.ctx, name)
-					if err == nil {
-						mu.Lock()
-						taken = time.Now()
-						mu.Unlock()
-						return
-					}
+		return true
+	}
+	if !keepB() {
+		return
+	}
+	// The store renewed a between sentAt and sentAt+latency, so it expires
+	// Remaining after a moment in that span: this round's keep-alive goes
+	// at its place among the rounds in it, widened by a millisecond on
+	// either side.
+	offset := -time.Millisecond + time.Duration(round)*(latency+2*time.Millisecond)/time.Duration(rounds-1)
+	// Race from a little before the expiry to a little after it.
+	from := sentAt.Add(r.Remaining - h.ExpiryGrace/4)
+	at := sentAt.Add(r.Remaining + offset)
+	until := sentAt.Add(r.Remaining + h.ExpiryGrace)
+	time.Sleep(time.Until(from))
+	if !keepB() {
+		return
+	}
+
+	type renewal struct {
+		sent  time.Time
+		until time.Time // what it granted, from when it was sent
+	}
+	var (
+		renewals []renewal
+		taken    time.Time // when b's Acquire returned a grant
+		mu       sync.Mutex
+	)
+	concurrently(2, func(i int) {
+		if i == 0 {
+			time.Sleep(time.Until(at))
+		}
+		for time.Now().Before(until) {
+			if i == 0 {
+				sent := time.Now()
+				ka, err := a.KeepAlive(e.ctx)
+				if errors.Is(err, backends.ErrSessionExpired) {
+					return
 				}
-				time.Sleep(time.Millisecond)
+				if err == nil {
+					mu.Lock()
+					renewals = append(renewals, renewal{sent, sent.Add(ka.Remaining)})
+					mu.Unlock()
+					// a is renewed: stop renewing, so it can expire.
+					time.Sleep(time.Until(until))
+					return
+				}
+			} else {
+				_, err := b.Acquire(e.ctx, name)
+				if err == nil {
+					mu.Lock()
+					taken = time.Now()
+					mu.Unlock()
+					return
+				}
 			}
-		})
-		for _, rn := range renewals {
-			if !taken.IsZero() && rn.sent.After(taken) {
-				t.Errorf("round %d: a keep-alive sent %v after another session took the lease succeeded (S3: an expired session came back)",
-					round, rn.sent.Sub(taken))
-			}
-			if !taken.IsZero() && taken.Before(rn.until.Add(-h.ExpiryGrace)) && rn.sent.Before(taken) {
-				t.Errorf("round %d: the lease was taken %v before the renewal sent %v earlier expired",
-					round, rn.until.Sub(taken), taken.Sub(rn.sent))
-			}
+			time.Sleep(time.Millisecond)
 		}
-		if taken.IsZero() && len(renewals) == 0 {
-			t.Errorf("round %d: neither the keep-alive nor the takeover succeeded", round)
+	})
+	outcome := "the keep-alive renewed the session"
+	if !taken.IsZero() {
+		outcome = "the lease was taken over"
+	}
+	t.Logf("round %d, keep-alive sent %v after the earliest expiry (the renewal took %v): %s", round, offset, latency, outcome)
+	for _, rn := range renewals {
+		if !taken.IsZero() && rn.sent.After(taken) {
+			t.Errorf("round %d: a keep-alive sent %v after another session took the lease succeeded (S3: an expired session came back)",
+				round, rn.sent.Sub(taken))
 		}
-		if !taken.IsZero() {
-			if _, err := a.KeepAlive(e.ctx); !errors.Is(err, backends.ErrSessionExpired) {
-				t.Errorf("round %d: KeepAlive of the session whose lease was taken = %v; want ErrSessionExpired", round, err)
-			}
+		if !taken.IsZero() && taken.Before(rn.until.Add(-h.ExpiryGrace)) && rn.sent.Before(taken) {
+			t.Errorf("round %d: the lease was taken %v before the renewal sent %v earlier expired",
+				round, rn.until.Sub(taken), taken.Sub(rn.sent))
+		}
+	}
+	if taken.IsZero() && len(renewals) == 0 {
+		t.Errorf("round %d: neither the keep-alive nor the takeover succeeded", round)
+	}
+	if !taken.IsZero() {
+		if _, err := a.KeepAlive(e.ctx); !errors.Is(err, backends.ErrSessionExpired) {
+			t.Errorf("round %d: KeepAlive of the session whose lease was taken = %v; want ErrSessionExpired", round, err)
 		}
 	}
 }

@@ -24,13 +24,13 @@ import (
 //
 //   - Every script that needs the time reads Redis's clock (TIME; acquire
 //     takes it from INFO, see luaInfoNow): expiry is measured by Redis, never
-//     by the client (SPEC D1). Redis ≥ 5 replicates a script's effects, not
+//     by the client (D1). Redis ≥ 5 replicates a script's effects, not
 //     the script, so reading the clock before writing is allowed.
 //   - The scripts that grant a lease (acquire) or renew a session (open,
 //     keep-alive, owned, and check) check the namespace's meta hash on
 //     every call: the layout version (refusing another version,
 //     [ErrLayout]) and the run id of the Redis process (the amnesia guard,
-//     SPEC §15; see check_meta). The others — release, put value, join,
+//     §15; see check_meta). The others — release, put value, join,
 //     leave, members, close — grant nothing, and act only for a live
 //     session, which a guarded script opened and renewed.
 //
@@ -45,7 +45,7 @@ import (
 // Then the operation checks that the calling session is alive by Redis's
 // clock before it reads or writes anything else, so that a call that reaches
 // Redis late can neither extend nor revive a session that expired
-// meanwhile, nor touch what another session now holds (SPEC S3).
+// meanwhile, nor touch what another session now holds (S3).
 //
 // The meta hash {p}:meta holds:
 //
@@ -253,7 +253,7 @@ local function alive(id)
 end
 `, luaSessions, luaClock)
 
-	// The amnesia guard (SPEC §15). A Redis process that restarted without
+	// The amnesia guard (§15). A Redis process that restarted without
 	// its data, reloaded an older snapshot, or is a replica promoted after
 	// a fail-over may have forgotten leases that clients still believe they
 	// hold. Every guarded script compares the run id of the process it runs
@@ -270,13 +270,15 @@ end
 	luaCheckMeta = helper(`
 local MAXLEASE = tonumber(ARGV[3])
 local GUARD, TOKEN = 0, 0 -- from the meta hash, read by check_meta
+local RUN_ID = '?'        -- the run id of this process, from INFO
 
 local function check_meta()
   local m = redis.call('HMGET', META, 'layout', 'run', 'guard', 'token')
   if m[1] and m[1] ~= LAYOUT then return {'LAYOUT', m[1]} end
   GUARD, TOKEN = tonumber(m[3] or '0'), tonumber(m[4] or '0')
   local at = string.find(INFO, 'run_id:', 1, true)
-  local run = at and string.match(INFO, '^%x+', at + 7) or '?'
+  RUN_ID = at and string.match(INFO, '^%x+', at + 7) or '?'
+  local run = RUN_ID
   if m[1] and m[2] == run then return nil end
   local guard
   if m[1] or redis.call('ZCARD', SESSIONS) > 0 then
@@ -303,6 +305,27 @@ end
 local bad = check_meta()
 if bad then return bad end
 `, luaInfo, luaClock, luaSessions, luaLayout)
+
+	// The armed variant of check_meta, for Redis ≥ 7 (see armed.go): the
+	// same script with the run id of the Redis process it was loaded into
+	// written in as RUN, so that it needs no INFO. It runs only in a process
+	// where the guarded check ran first (the arming transaction loads it),
+	// and it hands back to the guarded script (ARM) unless the namespace's
+	// meta hash still records that process: after a restart, a fail-over,
+	// a reload of older data, or a namespace that lost its meta hash.
+	luaArmedMeta = helper(`
+local MAXLEASE = tonumber(ARGV[3])
+local GUARD, TOKEN = 0, 0
+do
+  local m = redis.call('HMGET', META, 'layout', 'run', 'guard', 'token')
+  if m[1] ~= LAYOUT then
+    if m[1] then return {'LAYOUT', m[1]} end
+    return {'ARM'}
+  end
+  if m[2] ~= RUN then return {'ARM'} end
+  GUARD, TOKEN = tonumber(m[3] or '0'), tonumber(m[4] or '0')
+end
+`, luaClock, luaLayout)
 
 	luaLayout = helper(`
 local LAYOUT = '` + layoutVersion + `'
@@ -342,7 +365,7 @@ end
 	// The reply of OpenSession, KeepAlive and Owned: status, remaining
 	// (µs), now (µs), and the digest (leases, version, groups), from the
 	// session hash s. Its cost grows with the groups joined, never with the
-	// leases held (SPEC S1).
+	// leases held (S1).
 	luaRenewal = helper(`
 local function renewal(id, s, remaining)
   local groups = tonumber(s[2] or '0')
@@ -398,6 +421,12 @@ const (
 	reapSessions = 16
 )
 
+// ownedPage is how many entries of a session's owned set one call of Owned
+// reads: reading 5,000 takes Redis about a millisecond, so that Owned of a
+// session holding a million leases blocks Redis for no longer than that at a
+// time. Tests make it smaller.
+var ownedPage = 5000
+
 // wakePerRelease is how many of the backends waiting for a lease a release
 // wakes (luaWake): a few, so that one that died meanwhile does not leave the
 // lease idle, and not all, so that a release costs Redis the same for 10 or
@@ -433,11 +462,15 @@ redis.call('ZADD', SESSIONS, NOW + ttl, SID)
 return renewal(SID, s, ttl)
 `, luaCheckMeta, luaReap, luaAlive, luaSession, luaRenewal)
 
+	// ARGV[4], ARGV[5]: the first rank and the number of entries of the
+	// page to read. Reply: as keep-alive's, then the page (name, token, …;
+	// the version member included).
 	scriptOwned = newScript("owned", `
 reap()
 if not alive(SID) then return {'EXPIRED'} end
 local r = renewal(SID, session(SID), 0)
-r[7] = redis.call('ZRANGE', owned_key(SID), 0, -1, 'WITHSCORES')
+local first = tonumber(ARGV[4])
+r[7] = redis.call('ZRANGE', owned_key(SID), first, first + tonumber(ARGV[5]) - 1, 'WITHSCORES')
 return r
 `, luaCheckMeta, luaReap, luaAlive, luaSession, luaRenewal, luaKeyOwned)
 
@@ -478,9 +511,10 @@ return {'OK', tok, n, v, cur[3]}
 `, luaInfoNow, luaCheckMeta, luaAlive, luaHolder, luaWait, luaKeyLease, luaKeyOwned, luaVersion, luaTouchPart)
 
 	// The header and check_meta: checks the layout and the run id, reaps.
+	// Reply: OK, the run id of the process, and its major version.
 	scriptCheck = newScript("check", `
 reap()
-return {'OK'}
+return {'OK', RUN_ID, tonumber(string.match(INFO, 'redis_version:(%d+)') or '0')}
 `, luaCheckMeta, luaReap)
 )
 
@@ -597,16 +631,45 @@ type script struct {
 	src     string
 	sha     string
 	guarded bool // it runs check_meta, and takes MaxLease as ARGV[3]
+
+	// armed is the source of the armed variant of a guarded script, with
+	// runPlaceholder where the run id goes (see armed.go).
+	armed string
 }
 
+// runPlaceholder stands for the run id in an armed script's source.
+const runPlaceholder = "__RUN__"
+
 // newScript assembles a script: the header, the helpers it uses and those
-// they use, each once and after those it uses, then body.
+// they use, each once and after those it uses, then body. A guarded script
+// (one that uses luaCheckMeta) also gets its armed variant: luaArmedMeta in
+// place of luaCheckMeta, and the clock from TIME rather than INFO.
 func newScript(name, body string, uses ...*luaHelper) *script {
+	src, guarded := assemble(body, uses, nil)
+	sum := sha1.Sum([]byte(src))
+	sc := &script{name: name, src: src, sha: hex.EncodeToString(sum[:]), guarded: guarded}
+	if guarded {
+		armed, _ := assemble(body, uses, map[*luaHelper]*luaHelper{luaCheckMeta: luaArmedMeta, luaInfoNow: nil})
+		sc.armed = luaHeader + "local RUN = '" + runPlaceholder + "'\n" + strings.TrimPrefix(armed, luaHeader)
+	}
+	return sc
+}
+
+// assemble builds a script's source from body and the helpers it uses,
+// replacing helpers as swap says (nil: leave it out). It reports whether the
+// script runs check_meta.
+func assemble(body string, uses []*luaHelper, swap map[*luaHelper]*luaHelper) (string, bool) {
 	var src strings.Builder
 	src.WriteString(luaHeader)
 	done := make(map[*luaHelper]bool)
 	var add func(h *luaHelper)
 	add = func(h *luaHelper) {
+		if r, ok := swap[h]; ok {
+			if r == nil {
+				return
+			}
+			h = r
+		}
 		if done[h] {
 			return
 		}
@@ -623,8 +686,7 @@ func newScript(name, body string, uses ...*luaHelper) *script {
 		add(h)
 	}
 	src.WriteString(body)
-	sum := sha1.Sum([]byte(src.String()))
-	return &script{name: name, src: src.String(), sha: hex.EncodeToString(sum[:]), guarded: done[luaCheckMeta]}
+	return src.String(), done[luaCheckMeta]
 }
 
 // reply is a script's answer: a status and the operation's values.
@@ -686,9 +748,19 @@ func (b *Backend) run(ctx context.Context, sc *script, what string, sid any, arg
 		argv = append(argv, b.maxLeaseArg)
 	}
 	argv = append(argv, args...)
-	res, err := b.client.EvalSha(ctx, sc.sha, b.metaKeys, argv...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		res, err = b.client.Eval(ctx, sc.src, b.metaKeys, argv...).Result()
+	var (
+		res   any
+		err   error
+		armed bool
+	)
+	if sc.guarded && sc != scriptCheck {
+		res, armed, err = b.runArmed(ctx, sc, argv)
+	}
+	if !armed {
+		res, err = b.client.EvalSha(ctx, sc.sha, b.metaKeys, argv...).Result()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			res, err = b.client.Eval(ctx, sc.src, b.metaKeys, argv...).Result()
+		}
 	}
 	if err != nil {
 		return nil, b.unavailable(ctx, what, err)

@@ -172,63 +172,98 @@ type conn struct {
 	mu            sync.Mutex
 	readDeadline  time.Time
 	writeDeadline time.Time
+	moved         chan struct{} // closed and replaced when a deadline is set
 }
 
-func (c *conn) timer(deadline time.Time) (<-chan time.Time, func()) {
-	if deadline.IsZero() {
-		return nil, func() {}
+// deadline returns the read or write deadline as a channel that fires when
+// it passes (nil if there is none), and a channel closed when a deadline is
+// set again. Clients such as pgx set a deadline while a call waits, to end
+// it when its context ends: waits select on both and look again when one
+// moved, as a socket's blocked read would.
+func (c *conn) deadline(read bool) (fire <-chan time.Time, moved <-chan struct{}, stop func()) {
+	c.mu.Lock()
+	dl := c.writeDeadline
+	if read {
+		dl = c.readDeadline
 	}
-	t := time.NewTimer(time.Until(deadline))
-	return t.C, func() { t.Stop() }
+	if c.moved == nil {
+		c.moved = make(chan struct{})
+	}
+	moved = c.moved
+	c.mu.Unlock()
+	if dl.IsZero() {
+		return nil, moved, func() {}
+	}
+	t := time.NewTimer(time.Until(dl))
+	return t.C, moved, func() { t.Stop() }
+}
+
+// waitLink waits while the link is blackholed, until it heals (nil) or the
+// deadline passes (an error); it fails at once while the link is cut.
+func (c *conn) waitLink(read bool) error {
+	for {
+		fire, moved, stop := c.deadline(read)
+		err := c.l.wait(moved, fire)
+		stop()
+		select {
+		case <-moved:
+			if err != nil && !errors.Is(err, ErrCut) {
+				continue // a new deadline: wait again, until it
+			}
+		default:
+		}
+		return err
+	}
+}
+
+// hold waits for d, or until the deadline passes (false).
+func (c *conn) hold(read bool, d time.Duration) bool {
+	end := time.NewTimer(d)
+	defer end.Stop()
+	for {
+		fire, moved, stop := c.deadline(read)
+		select {
+		case <-end.C:
+			stop()
+			return true
+		case <-fire:
+			stop()
+			return false
+		case <-moved:
+			stop()
+		}
+	}
 }
 
 func (c *conn) Read(p []byte) (int, error) {
-	c.mu.Lock()
-	dl := c.readDeadline
-	c.mu.Unlock()
-	fire, stop := c.timer(dl)
-	defer stop()
-	if err := c.l.wait(nil, fire); err != nil {
+	if err := c.waitLink(true); err != nil {
 		return 0, c.opError("read", err)
 	}
 	n, err := c.Conn.Read(p)
 	c.l.mu.Lock()
 	d := c.l.delay
 	c.l.mu.Unlock()
-	if n > 0 && d > 0 {
-		select {
-		case <-time.After(d):
-		case <-fire:
-			// The data arrived, but after the deadline: the client sees a
-			// timeout, and the bytes are lost with the connection.
-			c.Conn.Close()
-			return 0, c.opError("read", os.ErrDeadlineExceeded)
-		}
+	if n > 0 && d > 0 && !c.hold(true, d) {
+		// The data arrived, but after the deadline: the client sees a
+		// timeout, and the bytes are lost with the connection.
+		c.Conn.Close()
+		return 0, c.opError("read", os.ErrDeadlineExceeded)
 	}
-	if err2 := c.l.wait(nil, fire); err2 != nil && err == nil {
+	if err2 := c.waitLink(true); err2 != nil && err == nil {
 		return 0, c.opError("read", err2)
 	}
 	return n, err
 }
 
 func (c *conn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	dl := c.writeDeadline
-	c.mu.Unlock()
-	fire, stop := c.timer(dl)
-	defer stop()
-	if err := c.l.wait(nil, fire); err != nil {
+	if err := c.waitLink(false); err != nil {
 		return 0, c.opError("write", err)
 	}
 	c.l.mu.Lock()
 	hold := c.l.hold
 	c.l.mu.Unlock()
-	if hold > 0 {
-		select {
-		case <-time.After(hold):
-		case <-fire:
-			return 0, c.opError("write", os.ErrDeadlineExceeded)
-		}
+	if hold > 0 && !c.hold(false, hold) {
+		return 0, c.opError("write", os.ErrDeadlineExceeded)
 	}
 	return c.Conn.Write(p)
 }
@@ -241,24 +276,29 @@ func (c *conn) opError(op string, err error) error {
 }
 
 func (c *conn) SetDeadline(t time.Time) error {
-	c.mu.Lock()
-	c.readDeadline, c.writeDeadline = t, t
-	c.mu.Unlock()
+	c.setDeadline(func() { c.readDeadline, c.writeDeadline = t, t })
 	return c.Conn.SetDeadline(t)
 }
 
 func (c *conn) SetReadDeadline(t time.Time) error {
-	c.mu.Lock()
-	c.readDeadline = t
-	c.mu.Unlock()
+	c.setDeadline(func() { c.readDeadline = t })
 	return c.Conn.SetReadDeadline(t)
 }
 
 func (c *conn) SetWriteDeadline(t time.Time) error {
-	c.mu.Lock()
-	c.writeDeadline = t
-	c.mu.Unlock()
+	c.setDeadline(func() { c.writeDeadline = t })
 	return c.Conn.SetWriteDeadline(t)
+}
+
+// setDeadline sets a deadline and wakes the waits, which look again.
+func (c *conn) setDeadline(set func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	set()
+	if c.moved != nil {
+		close(c.moved)
+	}
+	c.moved = make(chan struct{})
 }
 
 func (c *conn) Close() error {

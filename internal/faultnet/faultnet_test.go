@@ -148,3 +148,57 @@ func TestDelay(t *testing.T) {
 		}
 	}
 }
+
+// A deadline set while a call waits ends the wait, as it would a blocked
+// socket read: pgx sets one when a call's context ends.
+func TestDeadlineMovedDuringWait(t *testing.T) {
+	addr := echo(t)
+	for _, fault := range []struct {
+		name      string
+		on, off   func(l *Link)
+		blockRead bool
+	}{
+		{"blackhole", func(l *Link) { l.Blackhole() }, func(l *Link) { l.Heal() }, false},
+		{"delayed replies", func(l *Link) { l.DelayReplies(time.Hour) }, func(l *Link) { l.DelayReplies(0) }, true},
+		{"delayed requests", func(l *Link) { l.DelayRequests(time.Hour) }, func(l *Link) { l.DelayRequests(0) }, false},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			l := New()
+			c, err := l.Dial(context.Background(), "tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fault.on(l)
+			defer fault.off(l)
+			done := make(chan error, 1)
+			go func() {
+				if _, err := c.Write([]byte("ping\n")); err != nil {
+					done <- err
+					return
+				}
+				_, err := c.Read(make([]byte, 16))
+				done <- err
+			}()
+			time.Sleep(50 * time.Millisecond)
+			start := time.Now()
+			if fault.blockRead {
+				c.SetReadDeadline(time.Now()) // the write went through
+			} else {
+				c.SetDeadline(time.Now()) // as pgx does
+			}
+			select {
+			case err := <-done:
+				var ne net.Error
+				if !errors.As(err, &ne) || !ne.Timeout() {
+					t.Errorf("the waiting call = %v; want a timeout", err)
+				}
+				if took := time.Since(start); took > 100*time.Millisecond {
+					t.Errorf("the call returned %v after its deadline was set", took)
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("the waiting call did not return after its deadline was set")
+			}
+		})
+	}
+}

@@ -23,7 +23,7 @@ const RuntimePath = "github.com/simba-go/simba/runtime"
 const RuntimeAlias = "simbart"
 
 // Check checks each found directive's function with go/types against the
-// shapes of SPEC G1–G2 and builds the model of the package's generated
+// shapes of G1–G2 and builds the model of the package's generated
 // file. It also reports what would make the generated file wrong: a lease
 // or group used twice in the package, generated names that clash with the
 // package's own, and package-level names that hide an identifier the
@@ -45,6 +45,7 @@ func Check(p *Package, found []Found) (*Model, Diagnostics) {
 	}
 	c.names()
 	c.clashes()
+	c.constraints()
 	return c.m, c.diags
 }
 
@@ -74,6 +75,14 @@ func (c *checker) where(pos token.Pos) string {
 
 // task checks one annotated function and returns its task, or nil.
 func (c *checker) task(f Found) *Task {
+	if f.Decl.Name.Name == "_" {
+		what := "function _"
+		if f.Decl.Recv != nil {
+			what = "method " + funcName(f.Decl)
+		}
+		c.diags.errorf(c.p.Fset.Position(f.Decl.Name.Pos()), "the blank %s cannot be referred to, so simbagen cannot register it; give it a name", what)
+		return nil
+	}
 	obj, _ := c.p.Info.Defs[f.Decl.Name].(*types.Func)
 	if obj == nil {
 		return nil // the type checker has reported why
@@ -84,6 +93,9 @@ func (c *checker) task(f Found) *Task {
 		Text:      strings.TrimRightFunc(f.Comment.Text, unicode.IsSpace),
 		Pos:       c.p.position(f.Comment.Slash, 0),
 		Func:      obj,
+	}
+	if x := fileConstraint(f.File, c.p.Fset.Position(f.File.Package).Filename); x != nil {
+		t.Constraint = x.String()
 	}
 	name := funcName(f.Decl)
 	sig := obj.Signature()
@@ -108,6 +120,11 @@ func (c *checker) task(f Found) *Task {
 		}
 		t.Recv = c.receiver(named)
 		t.Recv.Pointer = t.Recv.Pointer || t.RecvPointer
+		for _, id := range f.Decl.Recv.List[0].Names {
+			if id.Name != "_" && !slices.Contains(t.Recv.Names, id.Name) {
+				t.Recv.Names = append(t.Recv.Names, id.Name)
+			}
+		}
 	}
 	t.Register = registerName(c.p, f.Decl)
 	if !c.signature(t, name, namePos, sig) {
@@ -201,9 +218,9 @@ func (c *checker) signature(t *Task, name string, namePos token.Position, sig *t
 	hint := ""
 	switch {
 	case !typed && !sig.Variadic() && params.Len() == n+1 && c.paramsOK(t, params, n):
-		hint = "; to run it once per item, add items=SOURCE naming the function that yields them (SPEC G2)"
+		hint = "; to run it once per item, add items=SOURCE naming the function that yields them (G2)"
 	case typed && params.Len() == n-1 && c.paramsOK(t, params, n-1):
-		hint = fmt.Sprintf("; with items=%s it takes one item as its last parameter (SPEC G2)", d.Items)
+		hint = fmt.Sprintf("; with items=%s it takes one item as its last parameter (G2)", d.Items)
 	}
 	c.diags.errorf(pos, "%s has the wrong signature for %s%s: have %s; want %s%s",
 		name, annotations.Prefix, d.Kind, c.typeString(sig), c.want(t, item, "error"), hint)
@@ -355,7 +372,7 @@ func (t *Task) directivePos(offset int) token.Position {
 
 // names reports leases and groups used twice in the package, and leases
 // that are partitions of a group of the package: the client would refuse
-// the second at RegisterAll (SPEC G1).
+// the second at RegisterAll (G1).
 func (c *checker) names() {
 	seen := make(map[string]*Task)
 	groups := make(map[string]*Task)
@@ -388,6 +405,31 @@ func (c *checker) names() {
 	}
 }
 
+// constraints sets the model's build constraint, that of the files of the
+// annotated functions, and reports a function whose file has another one
+// than the first: one generated file per package cannot carry both, and
+// either constraint would leave the other's functions unregistered or the
+// file uncompilable.
+func (c *checker) constraints() {
+	if len(c.m.Tasks) == 0 {
+		return
+	}
+	first := c.m.Tasks[0]
+	c.m.Constraint = first.Constraint
+	describe := func(t *Task) string {
+		if t.Constraint == "" {
+			return "in a file without a build constraint"
+		}
+		return fmt.Sprintf("in a file with the build constraint %q", t.Constraint)
+	}
+	for _, t := range c.m.Tasks[1:] {
+		if t.Constraint != first.Constraint {
+			c.diags.errorf(t.Pos, "%s is %s, but %s (%s) is %s; %s carries one build constraint for the package: put its annotated functions in files under the same one",
+				c.funcString(t), describe(t), c.funcString(first), c.where(first.Func.Pos()), describe(first), OutputName)
+		}
+	}
+}
+
 // funcString returns "F" or "(*T).M" or "T.M".
 func (c *checker) funcString(t *Task) string {
 	if t.Recv == nil {
@@ -401,7 +443,7 @@ func (c *checker) funcString(t *Task) string {
 
 // clashes reports generated names that the package declares too, and
 // package-level names that would hide what the generated file uses. A
-// clash is never resolved by renaming (SPEC G3).
+// clash is never resolved by renaming (G3).
 func (c *checker) clashes() {
 	scope := c.p.Types.Scope()
 	byName := make(map[string]*Task)

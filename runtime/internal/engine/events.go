@@ -73,12 +73,13 @@ const (
 	EventPartitionGained
 	EventPartitionLost
 	EventRunFailed
+	EventRunSucceeded
 	numEventKinds
 )
 
 var eventNames = [...]string{"", "session opened", "session state", "session renewed", "session lease shortened",
 	"session ended", "elected", "revoked", "task failed", "task stuck", "callback panicked", "callback rejected",
-	"backend error", "partition gained", "partition lost", "run failed"}
+	"backend error", "partition gained", "partition lost", "run failed", "run succeeded"}
 
 // String returns the kind in words.
 func (k EventKind) String() string {

@@ -56,6 +56,7 @@ type run struct {
 	firstAt Mono  // no run before (the initial delay)
 	slot    int64 // the fixed-rate slot planned or running
 	state   runState
+	started Mono  // when the run in progress started
 	failed  error // runRecordWait: the run's error
 	cancel  bool  // runRecordWait: it matched context.Canceled
 	status  *RunStatus
@@ -220,7 +221,7 @@ func (m *Machine) runDue(t *term) {
 		m.waiting = append(m.waiting, t)
 		return
 	}
-	r.state = runRunning
+	r.state, r.started = runRunning, m.now
 	r.status.LastRun, r.status.HasLastRun, r.status.HasNext = m.now, true, false
 	r.status.Runs++
 	t.taskRunning = true
@@ -245,6 +246,19 @@ func (m *Machine) runDone(t *term, err error, canceled bool) {
 		return
 	}
 	r.status.LastErr = err
+	// The run's outcome, for the metrics adapters' runs by outcome: a
+	// failure (unless the term's end cancelled it), or a success, reported
+	// before the run is recorded. Nothing below depends on it.
+	e := Event{Kind: EventRunSucceeded, Name: t.name, Token: t.token, Duration: m.now - r.started}
+	if err != nil {
+		e.Kind, e.Err = EventRunFailed, err
+	}
+	if g := t.c.group; g != nil {
+		e.Group, e.Partition = g.name, t.c.part
+	}
+	if err == nil || !(t.ended && canceled) {
+		m.event(e)
+	}
 	m.record(t, err, canceled)
 }
 
@@ -266,9 +280,6 @@ func (m *Machine) record(t *term, err error, canceled bool) {
 	}
 	r.last, r.hasLast = at, true // never rerun this slot in this term
 	if err != nil {
-		if !(t.ended && canceled) {
-			m.event(Event{Kind: EventRunFailed, Name: t.name, Token: t.token, Err: err})
-		}
 		m.runFinished(t, false)
 		return
 	}

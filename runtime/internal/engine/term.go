@@ -34,7 +34,13 @@ func (m *Machine) adopt(c *contender, s *session, token Token, value []byte) {
 	c.term, c.phase = t, phLeader
 	m.emit(Effect{Kind: EffTermStarted, Term: t.id, Contender: c.id, Name: c.name, Token: token, Gen: s.gen,
 		Lock: c.kind == KindLock})
-	m.event(Event{Kind: EventElected, Name: c.name, Token: token, Session: s.id})
+	elected := Event{Kind: EventElected, Name: c.name, Token: token, Session: s.id}
+	if g := c.group; g != nil {
+		// A partition's term says its group, so that metrics can count it
+		// per group rather than per partition lease.
+		elected.Group, elected.Partition = g.name, c.part
+	}
+	m.event(elected)
 	if g := c.group; g != nil {
 		m.event(Event{Kind: EventPartitionGained, Name: c.name, Token: token, Session: s.id, Group: g.name, Partition: c.part})
 	}
@@ -76,7 +82,11 @@ func (m *Machine) revoke(t *term, r Reason) {
 	}
 	t.ended, t.reason = true, r
 	m.emit(Effect{Kind: EffTermEnded, Term: t.id, Reason: r})
-	m.event(Event{Kind: EventRevoked, Name: t.name, Token: t.token, Session: t.sess.id, Reason: r})
+	revoked := Event{Kind: EventRevoked, Name: t.name, Token: t.token, Session: t.sess.id, Reason: r}
+	if c := t.c; c.group != nil {
+		revoked.Group, revoked.Partition = c.group.name, c.part // as for EventElected
+	}
+	m.event(revoked)
 	if c := t.c; c.group != nil {
 		m.event(Event{Kind: EventPartitionLost, Name: t.name, Token: t.token, Session: t.sess.id, Reason: r,
 			Group: c.group.name, Partition: c.part})

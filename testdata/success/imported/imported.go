@@ -1,4 +1,4 @@
-// Package imported covers item types from other packages (SPEC G2): the
+// Package imported covers item types from other packages (G2): the
 // generated file imports them for its signature guards, including the
 // type arguments of a generic type, an alias, and a package whose name the
 // package also declares (imported under another name in simba_gen.go).
@@ -16,7 +16,7 @@ import (
 )
 
 // model is a package-level name that is also the name of an imported
-// package: simba_gen.go imports that package as model2.
+// package: simba_gen.go imports that package as modelpkg.
 var model = "not the package"
 
 // A call is one call of Fulfil, Paginate or Punch, recorded for the test.
