@@ -121,7 +121,7 @@ func (c Config) Validate() error {
 		return &ConfigError{"RenewInterval", c.RenewInterval.String(), "> 0 (or 0 for the default, LeaseDuration/3)"}
 	case !(c.Drift < 0.5):
 		return &ConfigError{"Drift", fmt.Sprint(c.Drift), "< 0.5 (0 for the default 0.01, negative for none)"}
-	case c.MinBackoff < 0 || c.MinBackoff > c.RenewInterval:
+	case c.MinBackoff <= 0 || c.MinBackoff > c.RenewInterval: // a derived 0 (RenewInterval under 4ns) would retry without pause
 		return &ConfigError{"MinBackoff", c.MinBackoff.String(),
 			fmt.Sprintf("in (0, RenewInterval = %v] (or 0 for the default)", c.RenewInterval)}
 	}

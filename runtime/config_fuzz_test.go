@@ -1,0 +1,45 @@
+package runtime
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+)
+
+// FuzzConfigValidate: Validate never panics, whatever the fields hold; it
+// accepts or returns a *ConfigError that matches ErrInvalidConfig and names
+// a field; and a config it accepts satisfies C1 as the engine runs it
+// (defaults applied, "none" values zero): every field in range and two
+// renewals in the local validity of a full lease,
+//
+//	2 × RenewInterval ≤ LeaseDuration × (1 − Drift) − Margin
+func FuzzConfigValidate(f *testing.F) {
+	f.Add(int64(0), int64(0), 0.0, int64(0), int64(0), int64(0))
+	f.Add(int64(15*time.Second), int64(5*time.Second), 0.01, int64(50*time.Millisecond), int64(2500*time.Millisecond), int64(100*time.Millisecond))
+	f.Add(int64(3*time.Second), int64(0), -1.0, int64(-1), int64(-1), int64(0))
+	f.Add(int64(time.Second), int64(500*time.Millisecond), 0.49, int64(0), int64(0), int64(0))
+	f.Add(int64(-1), int64(time.Second), math.NaN(), int64(math.MaxInt64), int64(math.MinInt64), int64(1))
+	f.Add(int64(0), int64(2*time.Second), math.Inf(-1), int64(time.Hour), int64(0), int64(3*time.Second))
+	f.Fuzz(func(t *testing.T, lease, renew int64, drift float64, margin, jitter, backoff int64) {
+		c := Config{LeaseDuration: time.Duration(lease), RenewInterval: time.Duration(renew), Drift: drift,
+			Margin: time.Duration(margin), RetryJitter: time.Duration(jitter), MinBackoff: time.Duration(backoff)}
+		err := c.Validate()
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrInvalidConfig) || ce.Field == "" {
+				t.Fatalf("Validate(%+v) = %v: not a *ConfigError naming a field", c, err)
+			}
+			return
+		}
+		e := c.effective()
+		switch {
+		case e.LeaseDuration <= 0, e.RenewInterval <= 0, e.MinBackoff <= 0, e.MinBackoff > e.RenewInterval,
+			!(e.Drift >= 0 && e.Drift < 0.5), e.Margin < 0, e.RetryJitter < 0:
+			t.Fatalf("Validate accepted %+v, which runs as %+v: a field out of range", c, e)
+		}
+		if local := e.localValidity(e.LeaseDuration); local <= 0 || 2*e.RenewInterval > local {
+			t.Fatalf("Validate accepted %+v, which runs as %+v: 2 × RenewInterval > local validity %v (C1)", c, e, local)
+		}
+	})
+}
