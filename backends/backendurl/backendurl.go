@@ -80,7 +80,7 @@ func open(ctx context.Context, rawURL string, readOnly bool) (backends.Backend, 
 		}
 		return b, b, nil
 	case "postgres", "postgresql":
-		return openPostgres(ctx, rawURL)
+		return openPostgres(ctx, rawURL, readOnly)
 	case "zk":
 		return openZooKeeper(ctx, rawURL)
 	}
