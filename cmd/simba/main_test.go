@@ -84,8 +84,10 @@ var backendCases = []backendCase{
 			}
 			return dsn + sep + "simba_max_lease=2s&simba_schema=cmdtest_" + runID + "_NS"
 		},
-		unreachable:  "postgres://simba:s3cret@127.0.0.1:1/simba?sslmode=disable",
-		withPassword: func(u string) string { return strings.Replace(u, "postgres://postgres@", "postgres://postgres:s3cret@", 1) },
+		unreachable: "postgres://simba:s3cret@127.0.0.1:1/simba?sslmode=disable",
+		withPassword: func(u string) string {
+			return strings.Replace(u, "postgres://postgres@", "postgres://postgres:s3cret@", 1)
+		},
 	},
 }
 
