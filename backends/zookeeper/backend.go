@@ -323,6 +323,7 @@ func (b *Backend) dialBound(timeout time.Duration) time.Duration {
 func (b *Backend) connect(timeout time.Duration, w *wire, cb zk.EventCallback) (*zk.Conn, <-chan zk.Event, error) {
 	return zk.Connect(b.servers, timeout,
 		zk.WithDialer(w.Dial),
+		zk.WithHostProvider(w),
 		zk.WithEventCallback(cb),
 		zk.WithLogger(b.zlog),
 		zk.WithLogInfo(false),
@@ -342,6 +343,7 @@ func (z zkLogger) Printf(format string, a ...any) {
 // another generation), the token base and the amnesia guard's end.
 type generation struct {
 	czxid    int64
+	ctime    int64     // ms: with czxid, tells a root created again after a loss from the one before
 	base     int64     // tokens are base + czxid
 	guardEnd time.Time // on the store's clock: no grants before
 }
@@ -374,7 +376,7 @@ func (b *Backend) parseGeneration(data []byte, st *zk.Stat) (generation, error) 
 			floor = n
 		}
 	}
-	g := generation{czxid: st.Czxid}
+	g := generation{czxid: st.Czxid, ctime: st.Ctime}
 	// Tokens: the root's creation time in nanoseconds of the store's clock,
 	// or the floor its creator knew, plus the lease node's czxid.
 	g.base = max(st.Ctime*int64(time.Millisecond), floor)
@@ -422,13 +424,14 @@ func (b *Backend) ensureLayout(conn *zk.Conn) error {
 	return nil
 }
 
-// generationOf returns the generation whose clock node has creation zxid
-// czxid, reading the root on conn unless the cached one matches.
-func (b *Backend) generationOf(conn *zk.Conn, czxid int64) (generation, error) {
+// generationOf returns the generation of the root whose clock node has the
+// Stat clock (created with the root, so with its czxid and ctime), reading
+// the root on conn unless the cached one matches.
+func (b *Backend) generationOf(conn *zk.Conn, clock *zk.Stat) (generation, error) {
 	b.mu.Lock()
 	g := b.gen
 	b.mu.Unlock()
-	if g.czxid == czxid && czxid != 0 {
+	if g.czxid == clock.Czxid && g.ctime == clock.Ctime && clock.Czxid != 0 {
 		return g, nil
 	}
 	data, st, err := conn.Get(b.root)
@@ -439,10 +442,11 @@ func (b *Backend) generationOf(conn *zk.Conn, czxid int64) (generation, error) {
 	if err != nil {
 		return generation{}, err
 	}
-	b.mu.Lock()
-	if g.czxid > b.gen.czxid {
-		b.gen = g
+	if g.czxid != clock.Czxid {
+		return generation{}, fmt.Errorf("the root %s was created again while a session opened; try again", b.root)
 	}
+	b.mu.Lock()
+	b.gen = g
 	b.mu.Unlock()
 	return g, nil
 }

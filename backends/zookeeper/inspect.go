@@ -23,6 +23,7 @@ const adminTimeout = 10 * time.Second
 // after it expired.
 type adminConn struct {
 	conn  *zk.Conn
+	w     *wire
 	ready chan struct{}
 	dead  chan struct{}
 	gone  chan struct{}
@@ -30,7 +31,9 @@ type adminConn struct {
 	ronce sync.Once
 }
 
-func (a *adminConn) expire() { a.once.Do(func() { close(a.dead); go a.conn.Close() }) }
+func (a *adminConn) expire() {
+	a.once.Do(func() { close(a.dead); a.w.end(); go a.conn.Close() })
+}
 
 func (a *adminConn) close() {
 	a.expire()
@@ -59,7 +62,7 @@ func (b *Backend) adminDo(ctx context.Context, op string, fn func(c *zk.Conn) er
 	}
 	if a == nil {
 		w := newWire(b.dial, b.servers, b.dialBound(adminTimeout), false)
-		a = &adminConn{ready: make(chan struct{}), dead: make(chan struct{}), gone: make(chan struct{})}
+		a = &adminConn{w: w, ready: make(chan struct{}), dead: make(chan struct{}), gone: make(chan struct{})}
 		cb := func(ev zk.Event) {
 			if ev.Type != zk.EventSession {
 				return

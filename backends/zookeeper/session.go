@@ -31,6 +31,7 @@ type session struct {
 
 	ready     chan struct{} // closed at the first StateHasSession
 	readyOnce sync.Once
+	up        chan struct{} // closed while connected with the session; guarded by mu
 	dead      chan struct{} // closed when the session ended
 	endOnce   sync.Once
 	endErr    error         // why it ended, set before dead is closed
@@ -89,6 +90,7 @@ func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions)
 		identity:  []byte(opts.Identity),
 		paths:     b.paths,
 		ready:     make(chan struct{}),
+		up:        make(chan struct{}),
 		dead:      make(chan struct{}),
 		gone:      make(chan struct{}),
 		held:      make(map[string]heldLease),
@@ -176,7 +178,7 @@ func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions)
 		return fail(s.fail(ctx, "open session", "", err))
 	}
 	err = s.do(ctx, "open session", "", func(c *zk.Conn) error {
-		g, err := b.generationOf(c, clock.Czxid)
+		g, err := b.generationOf(c, clock)
 		s.gen = g
 		return err
 	})
@@ -187,12 +189,9 @@ func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions)
 	if timeout <= 0 {
 		timeout = ttl
 	}
-	// B1: the leader created the session after the call started.
-	rem := min(timeout, ttl) - b.lag(timeout)
-	if rem <= 0 {
-		return fail(fmt.Errorf("simbazk: open session: ZooKeeper granted a session timeout of %v, no longer than the follower lag %v (WithTickTime)",
-			timeout, b.lag(timeout)))
-	}
+	// B1: the leader created the session after the call started, and
+	// keeps it for the negotiated timeout from then.
+	rem := timeout
 	s.mu.Lock()
 	s.storeAt, s.storeTime = start, time.UnixMilli(st.Mtime)
 	s.mu.Unlock()
@@ -210,9 +209,24 @@ func (s *session) event(ev zk.Event) {
 		switch ev.State {
 		case zk.StateHasSession:
 			s.readyOnce.Do(func() { close(s.ready) })
+			s.mu.Lock()
+			select {
+			case <-s.up:
+			default:
+				close(s.up)
+			}
+			s.mu.Unlock()
 			s.watches.reconnected()
 		case zk.StateExpired:
 			s.end(errExpired)
+		case zk.StateDisconnected, zk.StateConnecting:
+			s.mu.Lock()
+			select {
+			case <-s.up:
+				s.up = make(chan struct{})
+			default:
+			}
+			s.mu.Unlock()
 		}
 		return
 	}
@@ -238,6 +252,7 @@ func (s *session) end(err error) {
 		delete(s.b.sessions, s)
 		s.b.mu.Unlock()
 		s.watches.close()
+		s.w.end()
 		if conn != nil {
 			go conn.Close()
 		}
@@ -311,6 +326,21 @@ func (s *session) do(ctx context.Context, op, name string, fn func(c *zk.Conn) e
 	case err := <-done:
 		if err != nil && s.isDead() {
 			return s.deadErr(op, name)
+		}
+		if errors.Is(err, zk.ErrConnectionClosed) {
+			// The connection failed under the call, which may or may not
+			// have run. Whether the session survived is known once
+			// go-zookeeper has reconnected: wait for that, within ctx, so
+			// that an expired session is reported as such.
+			s.mu.Lock()
+			up := s.up
+			s.mu.Unlock()
+			select {
+			case <-up:
+			case <-s.dead:
+				return s.deadErr(op, name)
+			case <-ctx.Done():
+			}
 		}
 		return err
 	case <-ctx.Done():
@@ -419,7 +449,14 @@ func (s *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 	return backends.Renewal{Remaining: rem, StoreTime: time.UnixMilli(st.Mtime).UTC(), Digest: s.digest(st, g)}, nil
 }
 
-// remaining is B1's bound for a renewal sent at t0 that succeeded.
+// remaining is B1's bound for a renewal sent at t0 that succeeded: the
+// negotiated timeout from the latest touch the leader has surely seen,
+// counted from t0. That touch is the latest write on the connection at
+// least a lag before t0 (a follower reports touches to the leader every
+// half tick, so those have reached it by the time a write sent after them
+// went through the leader), or the connection's handshake, which the leader
+// handles itself, if later — even after t0, when the renewal waited for a
+// reconnection.
 func (s *session) remaining(t0 time.Time) time.Duration {
 	timeout := s.w.negotiated()
 	lag := s.b.lag(timeout)
@@ -427,7 +464,7 @@ func (s *session) remaining(t0 time.Time) time.Duration {
 	if !ok {
 		touched = t0.Add(-lag)
 	}
-	return max(min(timeout-lag, touched.Add(timeout).Sub(t0)), time.Millisecond)
+	return max(touched.Add(timeout).Sub(t0), time.Millisecond)
 }
 
 // parallel runs fns concurrently (go-zookeeper pipelines them on the

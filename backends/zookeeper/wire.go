@@ -44,6 +44,12 @@ type wire struct {
 	cur       *wireConn     // the connection that completed the last handshake
 	dialErrs  map[string]error
 	onRefused func() // called (once) when the wire refuses a new session
+
+	// The host provider's state (see Next).
+	hosts    []string
+	next     int
+	attempts int  // dials since the last handshake that made a session
+	ended    bool // the session ended: go-zookeeper's loop is to stop
 }
 
 // wireErrNewSession is the error of a connect request for a session other
@@ -54,13 +60,65 @@ func newWire(dial Dialer, servers []string, capTo time.Duration, single bool) *w
 	return &wire{dial: dial, servers: servers, cap: capTo, single: single, dialErrs: make(map[string]error)}
 }
 
+// The wire is also go-zookeeper's host provider (zk.HostProvider), so that
+// reconnecting does not wait a second after each round of the servers, as
+// go-zookeeper's own provider makes it: Dial backs off instead, from 25 ms
+// up to 250 ms between rounds, and the backend's sessions reconnect as soon
+// as a server is back. go-zookeeper checks whether it was closed only at the
+// start of a round, so Next starts one once the session has ended.
+
+// Init implements zk.HostProvider.
+func (w *wire) Init(servers []string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hosts = append([]string(nil), servers...)
+	return nil
+}
+
+// Len implements zk.HostProvider.
+func (w *wire) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.hosts)
+}
+
+// Next implements zk.HostProvider.
+func (w *wire) Next() (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.hosts[w.next%len(w.hosts)]
+	w.next++
+	return h, w.ended || w.refused
+}
+
+// Connected implements zk.HostProvider.
+func (w *wire) Connected() {}
+
+// end tells go-zookeeper's loop, through Next, to stop reconnecting.
+func (w *wire) end() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ended = true
+}
+
 // Dial is the zk.Dialer of the session.
 func (w *wire) Dial(network, addr string, timeout time.Duration) (net.Conn, error) {
 	w.mu.Lock()
-	refused := w.refused
+	refused, ended := w.refused, w.ended
+	rounds := 0
+	if len(w.hosts) > 0 {
+		rounds = w.attempts / len(w.hosts)
+	}
+	w.attempts++
 	w.mu.Unlock()
 	if refused {
 		return nil, wireErrNewSession
+	}
+	if ended {
+		return nil, errors.New("simbazk: the session ended")
+	}
+	if rounds > 0 {
+		time.Sleep(min(25*time.Millisecond<<min(rounds-1, 4), 250*time.Millisecond))
 	}
 	timeout = min(timeout, w.cap)
 	c, err := w.dial(network, addr, timeout)
@@ -230,6 +288,7 @@ func (c *wireConn) parseReply() {
 	if sid == w.sid {
 		w.timeout = timeout
 		w.cur = c
+		w.attempts = 0
 		if len(c.reply) >= 24 {
 			if n := int(binary.BigEndian.Uint32(c.reply[20:24])); n >= 0 && len(c.reply) >= 24+n {
 				w.passwd = append([]byte(nil), c.reply[24:24+n]...)

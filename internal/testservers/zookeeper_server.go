@@ -59,7 +59,6 @@ type ZooKeeperServer struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	out  *bytes.Buffer
 }
 
 // zkAvailable skips or fails t (see required) unless java and the Debian
@@ -148,6 +147,13 @@ func (s *ZooKeeperServer) Start() {
 	}
 }
 
+// Launch starts the server process (again) and returns at once, while it is
+// still starting.
+func (s *ZooKeeperServer) Launch() {
+	s.t.Helper()
+	s.start()
+}
+
 func (s *ZooKeeperServer) start() {
 	s.t.Helper()
 	s.mu.Lock()
@@ -162,7 +168,6 @@ func (s *ZooKeeperServer) start() {
 	cmd := exec.Command("java", "-Xms32m", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
 		"-Dzookeeper.log.dir="+s.Dir, "-Dzookeeper.root.logger=INFO,CONSOLE",
 		"-cp", zkClasspath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(s.Dir, "zoo.cfg"))
-	out := &bytes.Buffer{}
 	logf, err := os.OpenFile(filepath.Join(s.Dir, "zookeeper.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.t.Fatalf("testservers: %v", err)
@@ -175,7 +180,7 @@ func (s *ZooKeeperServer) start() {
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); logf.Close(); close(done) }()
-	s.cmd, s.done, s.out = cmd, done, out
+	s.cmd, s.done = cmd, done
 }
 
 // Mode returns the server's mode from the srvr command ("standalone",
