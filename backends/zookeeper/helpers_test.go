@@ -2,15 +2,14 @@ package simbazk
 
 import (
 	"context"
-	"flag"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -255,11 +254,6 @@ func closeSessionAs(server string, sid int64, passwd []byte) error {
 	}
 }
 
-func writePacket(w io.Writer, p []byte) error {
-	_, err := w.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(p))), p...))
-	return err
-}
-
 func readPacket(r io.Reader) ([]byte, error) {
 	var n [4]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
@@ -290,4 +284,3 @@ func nodeExists(t testing.TB, c *zk.Conn, path string) bool {
 	return ok
 }
 
-var _ = strings.Cut

@@ -26,6 +26,7 @@ type watcher struct {
 	arm     map[string]bool // names whose watch is to be set
 	fire    map[string]bool // names whose functions are to be called
 	own     map[string]int  // deletes by this session whose events are to be skipped
+	seq     map[string]int  // events per name, so that a watch set is not taken for one an event consumed
 	wake    chan struct{}
 	running bool
 }
@@ -37,6 +38,7 @@ func (w *watcher) init() {
 		w.arm = make(map[string]bool)
 		w.fire = make(map[string]bool)
 		w.own = make(map[string]int)
+		w.seq = make(map[string]int)
 		w.wake = make(chan struct{}, 1)
 	}
 }
@@ -115,9 +117,14 @@ func (w *watcher) run() {
 			w.reg.FireFrom("", name)
 		}
 		for name := range arm {
+			w.mu.Lock()
+			seq := w.seq[name]
+			w.mu.Unlock()
 			_, _, _, err := s.conn.ExistsW(prefix + name)
 			w.mu.Lock()
-			if err == nil {
+			// An event of the name since the call may already have
+			// consumed the watch it set: then the event asked for another.
+			if err == nil && w.seq[name] == seq {
 				w.armed[name] = true
 			} // else: set again at the next (re)connection
 			w.mu.Unlock()
@@ -140,6 +147,7 @@ func (w *watcher) event(ev zk.Event) {
 		w.mu.Unlock()
 		return
 	}
+	w.seq[name]++
 	switch ev.Type {
 	case zk.EventNodeDeleted:
 		w.armed[name] = false
