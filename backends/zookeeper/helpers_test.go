@@ -283,4 +283,3 @@ func nodeExists(t testing.TB, c *zk.Conn, path string) bool {
 	}
 	return ok
 }
-
