@@ -35,7 +35,6 @@ func TestOpenMemory(t *testing.T) {
 func TestOpenErrors(t *testing.T) {
 	for _, tt := range []struct{ url, want string }{
 		{"postgres://simba:s3cret@db:5432/simba", `simba: backend URL "postgres://simba:xxxxx@db:5432/simba": the PostgreSQL backend is not built into this version; use memory:, memory:NAME or redis://`},
-		{"zk://zk1:2181,zk2:2181/simba", `simba: backend URL "zk://zk1:2181,zk2:2181/simba": the ZooKeeper backend is not built into this version; use memory:, memory:NAME or redis://`},
 		{"postgres://u:s3cret@db:bad port/x", `simba: backend URL "postgres://u:xxxxx@db:bad port/x" is not a valid URL`},
 		{"mysql://u:s3cret@db/x", `simba: backend URL "mysql://u:xxxxx@db/x": unknown scheme "mysql"; want memory:, memory:NAME, postgres://…, redis://… or zk://…`},
 		{"localhost", `simba: backend URL "localhost" has no scheme; want memory:, memory:NAME, postgres://…, redis://… or zk://…`},

@@ -55,7 +55,7 @@ func newBackend(t testing.TB, servers []string, opts ...Option) *Backend {
 	}
 	t.Cleanup(func() {
 		b.Close()
-		deleteTree(t, servers, root)
+		deleteTree(t, servers, root, b.digest)
 	})
 	waitGuard(t, b)
 	return b
@@ -117,7 +117,7 @@ func (quiet) Printf(string, ...any) {}
 
 // deleteTree deletes path and everything below it, ignoring nodes that
 // vanish meanwhile.
-func deleteTree(t testing.TB, servers []string, path string) {
+func deleteTree(t testing.TB, servers []string, path, digest string) {
 	t.Helper()
 	c, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
 	if err != nil {
@@ -126,7 +126,15 @@ func deleteTree(t testing.TB, servers []string, path string) {
 	}
 	defer c.Close()
 	done := make(chan error, 1)
-	go func() { done <- deleteRecursive(c, path) }()
+	go func() {
+		if digest != "" {
+			if err := c.AddAuth("digest", []byte(digest)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- deleteRecursive(c, path)
+	}()
 	select {
 	case err := <-done:
 		if err != nil {

@@ -102,11 +102,11 @@ func (b *Backend) adminDo(ctx context.Context, op string, fn func(c *zk.Conn) er
 	select {
 	case <-a.ready:
 	case <-ctx.Done():
-		why := ""
-		if w := a.conn; w != nil {
-			why = fmt.Sprintf(" %v", b.servers)
+		why := a.w.dialErrors()
+		if why == "" {
+			why = "no session established"
 		}
-		return b.unavailable(ctx, op, "", fmt.Errorf("no ZooKeeper server of%s answered in time", why))
+		return b.unavailable(ctx, op, "", fmt.Errorf("no ZooKeeper server of %v answered in time (%s)", b.servers, why))
 	}
 	done := make(chan error, 1)
 	go func() { done <- fn(a.conn) }()
