@@ -14,8 +14,9 @@ services-down: ## stop the servers that `make services` started
 	bash scripts/services.sh down
 
 # SIMBA_REQUIRE_SERVICES=1: a test whose server is missing fails instead of skipping.
-test: services lint ## start the servers, vet, check gofmt, run every test with -race
+test: services lint ## start the servers, vet, check gofmt, run every test with -race (and the tests module's)
 	SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
+	cd tests && SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
 
 # The examples are built once (the first build on a fresh machine compiles
 # the backends' drivers too, a minute or so), then each runs about 10s.
@@ -37,6 +38,7 @@ generate: ## run go generate (simbagen writes each package's simba_gen.go)
 
 lint: ## go vet; fail if gofmt would change a file or a generated file is stale
 	$(GO) vet ./...
+	cd tests && $(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l lists files (run gofmt -w):"; echo "$$out"; exit 1; fi
 	$(GO) run ./cmd/simbagen -check ./...
 
