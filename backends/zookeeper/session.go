@@ -682,16 +682,51 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 		}
 		ops = append(ops, &zk.SetDataRequest{Path: s.paths.session(s.id), Data: s.identity, Version: -1})
 		var (
-			st     *zk.Stat
-			failed int
+			st       *zk.Stat
+			failed   int
+			value    []byte
+			valueErr error
+			valueOK  bool
 		)
 		err := s.do(ctx, op, name, func(c *zk.Conn) error {
-			res, err := c.Multi(ops...)
-			failed, err = multiErr(res, err)
-			if err == nil {
-				st = res[len(res)-1].Stat
+			// B6: the value node is read in a request pipelined right
+			// behind the multi, sent once the multi has been written:
+			// ZooKeeper answers a session's requests in order, so the read
+			// sees the state after the multi, values its previous holders
+			// stored included.
+			sent := s.w.awaitWrite(s.paths.lease(name))
+			defer s.w.stopAwait(sent)
+			type multiResult struct {
+				res []zk.MultiResponse
+				err error
 			}
-			return err
+			mres := make(chan multiResult, 1)
+			go func() { res, err := c.Multi(ops...); mres <- multiResult{res, err} }()
+			var r multiResult
+			read := false
+			select {
+			case <-sent.sent:
+				read = true
+			case r = <-mres:
+			}
+			var vdone chan struct{}
+			if read {
+				vdone = make(chan struct{})
+				go func() {
+					defer close(vdone)
+					value, _, valueErr = c.Get(s.paths.value(name))
+				}()
+				r = <-mres
+			}
+			failed, r.err = multiErr(r.res, r.err)
+			if r.err == nil {
+				st = r.res[len(r.res)-1].Stat
+			}
+			if vdone != nil {
+				<-vdone
+				valueOK = true
+			}
+			return r.err
 		})
 		switch {
 		case err == nil:
@@ -713,9 +748,18 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 			}
 			s.storeAt, s.storeTime = time.Now(), time.UnixMilli(st.Mtime)
 			s.mu.Unlock()
-			value, err := s.value(ctx, name)
-			if err != nil {
-				return backends.Grant{}, err
+			switch {
+			case !valueOK:
+				value, valueErr = s.value(ctx, name)
+				if valueErr != nil {
+					return backends.Grant{}, valueErr
+				}
+			case errors.Is(valueErr, zk.ErrNoNode):
+				value = nil
+			case valueErr != nil:
+				return backends.Grant{}, s.fail(ctx, op, name, valueErr)
+			case value == nil:
+				value = []byte{}
 			}
 			return backends.Grant{Token: tok, Value: value, Digest: s.digest(st, s.knownGroups(groupsRev))}, nil
 		case errors.Is(err, zk.ErrNodeExists) && failed == 0:

@@ -1,6 +1,7 @@
 package simbazk
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -44,6 +45,8 @@ type wire struct {
 	cur       *wireConn     // the connection that completed the last handshake
 	dialErrs  map[string]error
 	onRefused func() // called (once) when the wire refuses a new session
+
+	awaits map[*await]struct{} // see await
 
 	// The host provider's state (see Next).
 	hosts    []string
@@ -135,6 +138,53 @@ func (w *wire) Dial(network, addr string, timeout time.Duration) (net.Conn, erro
 	return &wireConn{Conn: c, w: w, start: time.Now()}, nil
 }
 
+// await is a wait for a request holding pattern to be written.
+type await struct {
+	pattern []byte
+	sent    chan struct{}
+	once    sync.Once
+}
+
+// awaitWrite returns a wait that ends (its sent channel closes) when a
+// request whose bytes hold ZooKeeper's encoding of path (a length, then the
+// bytes) has been written to the server. Stop it with stopAwait.
+func (w *wire) awaitWrite(path string) *await {
+	a := &await{pattern: append(binary.BigEndian.AppendUint32(nil, uint32(len(path))), path...), sent: make(chan struct{})}
+	w.mu.Lock()
+	if w.awaits == nil {
+		w.awaits = make(map[*await]struct{})
+	}
+	w.awaits[a] = struct{}{}
+	w.mu.Unlock()
+	return a
+}
+
+func (w *wire) stopAwait(a *await) {
+	w.mu.Lock()
+	delete(w.awaits, a)
+	w.mu.Unlock()
+}
+
+// written ends the waits whose pattern p holds.
+func (w *wire) written(p []byte) {
+	w.mu.Lock()
+	if len(w.awaits) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	var done []*await
+	for a := range w.awaits {
+		if bytes.Contains(p, a.pattern) {
+			done = append(done, a)
+			delete(w.awaits, a)
+		}
+	}
+	w.mu.Unlock()
+	for _, a := range done {
+		a.once.Do(func() { close(a.sent) })
+	}
+}
+
 // dialErrors describes the last dial error of each server that failed.
 func (w *wire) dialErrors() string {
 	w.mu.Lock()
@@ -205,6 +255,9 @@ func (c *wireConn) Write(p []byte) (int, error) {
 	}
 	now := time.Now()
 	n, err := c.Conn.Write(p)
+	if !first && n == len(p) {
+		c.w.written(p)
+	}
 	if !first && n > 0 {
 		c.mu.Lock()
 		c.writes = append(c.writes, now)
