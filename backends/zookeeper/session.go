@@ -68,11 +68,12 @@ var errExpired = fmt.Errorf("ZooKeeper expired the session: %w", backends.ErrSes
 // after the last sign of life from its client, with opts.Identity recorded
 // in the session's node. A TTL longer than MaxLease is clamped to it, and
 // ZooKeeper clamps it again to its [minSessionTimeout, maxSessionTimeout];
-// the reply's Remaining is what was granted, less the follower lag (B1),
-// counted from the call. It connects to the servers, so it takes a
-// handshake and two or three round trips (one more with [WithDigest]).
-// While no server answers it waits until ctx ends, then fails with an error
-// wrapping [backends.ErrUnavailable] that names the servers tried.
+// the reply's Remaining is the negotiated timeout, counted from the call
+// (the leader created the session after it started). It connects to the
+// servers, so it takes a handshake and three round trips (one more with
+// [WithDigest]). While no server answers it waits until ctx ends, then
+// fails with an error wrapping [backends.ErrUnavailable] that names the
+// servers tried and their dial errors.
 func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
 	if b.closed.Load() {
 		return nil, backends.Renewal{}, b.closedErr("open session", "")
@@ -415,11 +416,9 @@ func (s *session) digest(st *zk.Stat, groups int64) backends.Digest {
 // pipelined with it. Its cost does not grow with the number of leases held.
 //
 // Remaining follows B1: the negotiated session timeout from the latest
-// touch of the session that the leader has surely seen — the latest request
-// or ping written on the connection at least one tick (see [WithTickTime])
-// before this call, or the connection's handshake if later — counted from
-// the call. So it lies between the timeout less a tick and the timeout less
-// a tick and go-zookeeper's ping interval (a third of the timeout).
+// touch of the session that the leader has surely seen (see remaining),
+// counted from the call: between the timeout less a tick and the timeout
+// less a tick and go-zookeeper's ping interval, a third of the timeout.
 func (s *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 	t0 := time.Now()
 	var st *zk.Stat
