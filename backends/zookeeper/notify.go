@@ -27,6 +27,7 @@ type watcher struct {
 	fire    map[string]bool // names whose functions are to be called
 	own     map[string]int  // deletes by this session whose events are to be skipped
 	seq     map[string]int  // events per name, so that a watch set is not taken for one an event consumed
+	exists  map[string]bool // whether the lease node existed, as last seen
 	wake    chan struct{}
 	running bool
 }
@@ -39,6 +40,7 @@ func (w *watcher) init() {
 		w.fire = make(map[string]bool)
 		w.own = make(map[string]int)
 		w.seq = make(map[string]int)
+		w.exists = make(map[string]bool)
 		w.wake = make(chan struct{}, 1)
 	}
 }
@@ -120,14 +122,22 @@ func (w *watcher) run() {
 			w.mu.Lock()
 			seq := w.seq[name]
 			w.mu.Unlock()
-			_, _, _, err := s.conn.ExistsW(prefix + name)
+			ok, _, _, err := s.conn.ExistsW(prefix + name)
 			w.mu.Lock()
 			// An event of the name since the call may already have
 			// consumed the watch it set: then the event asked for another.
+			fire := false
 			if err == nil && w.seq[name] == seq {
 				w.armed[name] = true
+				// Created and deleted again between a watch's event and
+				// this one's setting: the delete had no watch to tell.
+				fire = w.exists[name] && !ok
+				w.exists[name] = ok
 			} // else: set again at the next (re)connection
 			w.mu.Unlock()
+			if fire {
+				w.reg.FireFrom("", name)
+			}
 			if s.isDead() {
 				return
 			}
@@ -150,10 +160,15 @@ func (w *watcher) event(ev zk.Event) {
 	w.seq[name]++
 	switch ev.Type {
 	case zk.EventNodeDeleted:
+		w.exists[name] = false
 		w.armed[name] = false
 		w.fire[name] = true
 		w.arm[name] = true
-	case zk.EventNodeCreated, zk.EventNodeDataChanged, zk.EventNotWatching:
+	case zk.EventNodeCreated:
+		w.exists[name] = true
+		w.armed[name] = false
+		w.arm[name] = true
+	case zk.EventNodeDataChanged, zk.EventNotWatching:
 		w.armed[name] = false
 		w.arm[name] = true
 	}
