@@ -8,6 +8,7 @@ require (
 	github.com/prometheus/client_golang v1.21.1
 	github.com/rs/zerolog v1.33.0
 	github.com/simba-go/simba v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
