@@ -89,6 +89,14 @@ var backendCases = []backendCase{
 			return strings.Replace(u, "postgres://postgres@", "postgres://postgres:s3cret@", 1)
 		},
 	},
+	{
+		name: "zookeeper",
+		url: func(t *testing.T) string {
+			return "zk://" + strings.Join(testservers.ZooKeeper(t), ",") + "/simba-cmdtest-" + runID + "-NS?simba_max_lease=3s"
+		},
+		unreachable:  "zk://simba:s3cret@127.0.0.1:1/simba",
+		withPassword: func(u string) string { return strings.Replace(u, "zk://", "zk://simba:s3cret@", 1) },
+	},
 }
 
 // runID keeps the namespaces of one test run apart from another's, on a
