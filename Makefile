@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: help services services-down test demo bench generate lint clean
+.PHONY: help services services-down test soak demo bench generate lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -17,12 +17,17 @@ services-down: ## stop the servers that `make services` started
 # their dependencies): make test and make lint run them too, one line each.
 NESTED := \
 	extra/simbaprometheus \
-	extra/simbaotel
+	extra/simbaotel \
+	tests
 
 # SIMBA_REQUIRE_SERVICES=1: a test whose server is missing fails instead of skipping.
 test: services lint ## start the servers, vet, check gofmt, run every test with -race (nested modules too)
 	SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
 	@for m in $(NESTED); do echo "== $$m"; (cd $$m && SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; done
+
+soak: services ## the ZooKeeper fault and ensemble tests, many times over (tens of minutes)
+	SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=10 -timeout 60m -run 'Test(Server|Cut|Delayed|Session|Expired|Parent|Shortened)' ./backends/zookeeper/
+	cd tests && SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=10 -timeout 90m ./zookeeper/
 
 # The examples are built once (the first build on a fresh machine compiles
 # the backends' drivers too, a minute or so), then each runs about 10s.

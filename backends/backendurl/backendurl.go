@@ -6,7 +6,7 @@
 //	memory:NAME                               a process-wide memory store of its own, by name
 //	postgres://user:pass@host:5432/db         PostgreSQL (postgresql:// too; simba_schema=, simba_max_lease=, … options)
 //	redis://:pass@host:6379/0                 Redis (rediss:// for TLS, unix:// for a socket)
-//	zk://host:2181,host2:2181/chroot          ZooKeeper (not built into this version)
+//	zk://host:2181,host2:2181/root            ZooKeeper (user:password@ for digest auth; ?simba_max_lease=60s&simba_tick_time=2s)
 //
 // Credentials in a URL never appear in an error: [Redact] replaces the
 // password (and the query, which may hold one) with "xxxxx".
@@ -80,7 +80,7 @@ func open(ctx context.Context, rawURL string, readOnly bool) (backends.Backend, 
 		}
 		return b, b, nil
 	case "postgres", "postgresql":
-		return openPostgres(ctx, rawURL)
+		return openPostgres(ctx, rawURL, readOnly)
 	case "zk":
 		return openZooKeeper(ctx, rawURL)
 	}

@@ -34,7 +34,6 @@ func TestOpenMemory(t *testing.T) {
 // §12: credentials in URLs are redacted in every error.
 func TestOpenErrors(t *testing.T) {
 	for _, tt := range []struct{ url, want string }{
-		{"zk://zk1:2181,zk2:2181/simba", `simba: backend URL "zk://zk1:2181,zk2:2181/simba": the ZooKeeper backend is not built into this version; use memory:, memory:NAME or redis://`},
 		{"mysql://u:s3cret@db/x", `simba: backend URL "mysql://u:xxxxx@db/x": unknown scheme "mysql"; want memory:, memory:NAME, postgres://…, redis://… or zk://…`},
 		{"localhost", `simba: backend URL "localhost" has no scheme; want memory:, memory:NAME, postgres://…, redis://… or zk://…`},
 		{"memory://x", `simba: backend URL "memory://x": write memory: or memory:NAME, without //`},

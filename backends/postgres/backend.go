@@ -38,7 +38,11 @@ var args = check.For("simbapg")
 // of a newer version (written by a newer version of this package), or an
 // existing schema that holds other objects than Simba's. Use another schema
 // ([WithSchema]), or upgrade this package.
-var ErrSchema = errors.New("simbapg: incompatible schema")
+var ErrSchema = errors.New("incompatible schema")
+
+// ErrNoSchema reports a schema that does not exist, opened with
+// [WithoutMigration].
+var ErrNoSchema = errors.New("no such schema")
 
 // Backend is a Simba store in PostgreSQL: it implements [backends.Backend],
 // [backends.StoreClock] and [backends.Inspector], and the sessions it opens

@@ -6,6 +6,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendtest"
+	"github.com/simba-go/simba/internal/enginetest"
 	"github.com/simba-go/simba/internal/faultnet"
 	"github.com/simba-go/simba/internal/testservers"
 )
@@ -56,5 +57,16 @@ func TestConformance(t *testing.T) {
 			b := newBackend(t, newPool(t, dsn, link), admin, WithMaxLease(maxLease))
 			return b, func() func() { link.Cut(); return link.Heal }
 		},
+	})
+}
+
+// The engine end to end on the real PostgreSQL: who leads, read and followed
+// by a client that does not contend; a client's Locks taking turns.
+func TestEngine(t *testing.T) {
+	dsn := sharedDSN(t)
+	admin := newPool(t, dsn, nil)
+	enginetest.Run(t, enginetest.Harness{
+		New:   func(t *testing.T) backends.Backend { return newBackend(t, newPool(t, dsn, nil), admin) },
+		Lease: 2 * time.Second,
 	})
 }

@@ -23,16 +23,16 @@ func TestCutConnection(t *testing.T) {
 	cutOff := newBackend(t, newPool(t, dsn, link), admin)
 	a := startNode(t, "a", cutOff, m, "lease")
 	ta := a.waitElected(5 * time.Second)
-	oldSession := a.waitState(runtime.Live, time.Second).Session
+	oldSession := a.waitState(runtime.SessionLive, time.Second).Session
 	b := startNode(t, "b", sameSchema(t, cutOff, newPool(t, dsn, nil)), m, "lease")
 	b.notElected(testConfig.RenewInterval)
 
 	link.Cut()
-	a.waitState(runtime.Suspended, 2*testConfig.RenewInterval)
+	a.waitState(runtime.SessionSuspended, 2*testConfig.RenewInterval)
 	deadline := time.Now().Add(ta.term.Remaining())
 	ta.waitEnded(t, time.Until(deadline)+time.Second)
-	if ta.reason != runtime.DeadlinePassed {
-		t.Errorf("a's term ended with %v; want %v (§11)", ta.reason, runtime.DeadlinePassed)
+	if ta.reason != runtime.ReasonDeadlinePassed {
+		t.Errorf("a's term ended with %v; want %v (§11)", ta.reason, runtime.ReasonDeadlinePassed)
 	}
 	if late := ta.endedAt.Sub(deadline); late > 500*time.Millisecond {
 		t.Errorf("a's term ended %v after its local deadline; want at the deadline (D4)", late)
@@ -44,7 +44,7 @@ func TestCutConnection(t *testing.T) {
 	t.Logf("b elected %v after a's local deadline", tb.electedAt.Sub(deadline))
 
 	link.Heal()
-	s := a.waitState(runtime.Live, testConfig.LeaseDuration+time.Second)
+	s := a.waitState(runtime.SessionLive, testConfig.LeaseDuration+time.Second)
 	if s.Session == oldSession {
 		t.Errorf("a's session after the cut healed is %s, the expired one; want a new session (S3)", s.Session)
 	}
@@ -69,7 +69,7 @@ func TestDelayedConnection(t *testing.T) {
 	slow := newBackend(t, newPool(t, dsn, link), admin)
 	a := startNode(t, "a", slow, m, "lease")
 	ta := a.waitElected(5 * time.Second)
-	old := a.waitState(runtime.Live, time.Second).Session
+	old := a.waitState(runtime.SessionLive, time.Second).Session
 
 	// Below the renewal period: the term stays valid.
 	link.DelayReplies(200 * time.Millisecond)
@@ -81,11 +81,11 @@ func TestDelayedConnection(t *testing.T) {
 	link.DelayReplies(0)
 
 	link.DelayRequests(3 * testConfig.RenewInterval)
-	a.waitState(runtime.Suspended, 3*testConfig.RenewInterval)
+	a.waitState(runtime.SessionSuspended, 3*testConfig.RenewInterval)
 	deadline := time.Now().Add(ta.term.Remaining())
 	ta.waitEnded(t, testConfig.LeaseDuration+time.Second)
-	if ta.reason != runtime.DeadlinePassed {
-		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.DeadlinePassed)
+	if ta.reason != runtime.ReasonDeadlinePassed {
+		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonDeadlinePassed)
 	}
 	if late := ta.endedAt.Sub(deadline); late > 500*time.Millisecond {
 		t.Errorf("a's term ended %v after the deadline it had when requests slowed; want no extension (D4)", late)
@@ -111,12 +111,12 @@ func TestSessionExpiredBehindBack(t *testing.T) {
 	b := newBackend(t, newPool(t, dsn, nil), admin)
 	a := startNode(t, "a", b, m, "lease")
 	ta := a.waitElected(5 * time.Second)
-	s := a.waitState(runtime.Live, time.Second)
+	s := a.waitState(runtime.SessionLive, time.Second)
 
 	expireSession(t, admin, b.Schema(), s.Session)
 	ta.waitEnded(t, 2*testConfig.RenewInterval)
-	if ta.reason != runtime.SessionExpired {
-		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.SessionExpired)
+	if ta.reason != runtime.ReasonSessionExpired {
+		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonSessionExpired)
 	}
 	ta2 := a.waitElected(3 * testConfig.RenewInterval)
 	if s2 := a.c.Snapshot(); s2.Session == s.Session {

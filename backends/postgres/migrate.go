@@ -136,7 +136,7 @@ func (b *Backend) checkVersion(ctx context.Context) error {
 			v, SchemaVersion, schemaFileName, ErrSchema)
 	case errors.As(err, &pe) && (pe.Code == codeNoSchema || pe.Code == codeNoTable):
 		return b.errorf(what, b.schema, "there is no Simba schema %s: run %s (psql -1 -v schema=%s -f schema.sql), "+
-			"or let the backend create it (do not open it with WithoutMigration): %w", b.schema, schemaFileName, b.schema, err)
+			"or let the backend create it (do not open it with WithoutMigration): %w: %w", b.schema, schemaFileName, b.schema, ErrNoSchema, err)
 	case errors.As(err, &pe) && pe.Code == codeNoPrivilege:
 		return b.errorf(what, b.schema, "the role may not use schema %s: have its owner GRANT USAGE ON SCHEMA %s TO the role: %w",
 			b.schema, pgx.Identifier{b.schema}.Sanitize(), err)

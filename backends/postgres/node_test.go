@@ -2,6 +2,7 @@ package simbapg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -231,7 +232,13 @@ func (n *node) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := n.c.Close(ctx); err != nil {
-		n.t.Errorf("closing node %s: %v", n.name, err)
+		// A node whose link a test cut cannot hand over: Close says so,
+		// and its leases expire in the store. Only a timeout is a failure.
+		if errors.Is(err, context.DeadlineExceeded) {
+			n.t.Errorf("closing node %s: %v", n.name, err)
+		} else {
+			n.t.Logf("closing node %s: %.300s", n.name, err)
+		}
 	}
 }
 

@@ -69,10 +69,17 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) 
 	b.ownsPool = true
 	if err := b.ensureSchema(ctx); err != nil {
 		b.Close()
-		return nil, fmt.Errorf("simbapg: open %s: %w", shown, err)
+		return nil, fmt.Errorf("simbapg: open %s: %w", shown, unprefixed{err})
 	}
 	return b, nil
 }
+
+// unprefixed is an error of this package shown without its "simbapg: "
+// prefix, inside another of its errors that has one.
+type unprefixed struct{ err error }
+
+func (u unprefixed) Error() string { return strings.TrimPrefix(u.err.Error(), "simbapg: ") }
+func (u unprefixed) Unwrap() error { return u.err }
 
 // parseURL checks a postgres:// URL, takes the backend's parameters out of
 // its query and returns the rest for pgx. It does not use url.Parse on the

@@ -27,16 +27,16 @@
 //	redis://127.0.0.1:6379/0 at 2026-12-01 10:22:00.970Z (store clock): 4 leases, 3 sessions, 1 group
 //
 //	LEASE      HOLDER  SESSION    TOKEN             REMAINING  GROUP    PART  LAST SLOT
-//	billing.0  node-3  57a67021…  1796120520949989  2.0s       billing  0     -
-//	nightly    node-2  8cd4f5d4…  1796120520924955  2.0s       -        -     2026-12-01 10:22:00.000Z (1.0s ago)
+//	billing.0  node-3  …57a67021  1796120520949989  2.0s       billing  0     -
+//	nightly    node-2  …8cd4f5d4  1796120520924955  2.0s       -        -     2026-12-01 10:22:00.000Z (1.0s ago)
 //	…
 //
 // REMAINING is how long the holder's session has unless it is renewed, as
 // the store measured it ("-" where the store does not measure it, as on
 // ZooKeeper). LAST SLOT is, for a fixed-rate schedule, the start of the
 // last slot whose run completed; for a fixed-delay one, "ended" and when
-// the last run ended; both on the store's clock. Session ids are cut to 8
-// characters; --json has them whole.
+// the last run ended; both on the store's clock. Session ids are cut to their last
+// 8 characters; --json has them whole.
 //
 // --lease NAME keeps only the lease NAME, or the partitions of the group
 // NAME, and the sessions involved; status then exits 3 if nobody holds it,

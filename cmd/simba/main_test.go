@@ -58,22 +58,6 @@ type backendCase struct {
 // backendCases are the backends the command is tested on. A new backend
 // that implements backends.Inspector gets a line here, and every script
 // runs on it.
-//
-// When PostgreSQL and ZooKeeper land, the lead adds (adjusting the
-// namespace option to what each backend's URL takes):
-//
-//	{name: "postgres",
-//		url: func(t *testing.T) string {
-//			return withQuery(testservers.Postgres(t), "simba_prefix=cmdtest_"+runID+"_NS") // or the backend's schema/table option
-//		},
-//		unreachable:  "postgres://simba:s3cret@127.0.0.1:1/simba?sslmode=disable",
-//		withPassword: func(u string) string { return strings.Replace(u, "postgres://postgres@", "postgres://postgres:s3cret@", 1) }},
-//	{name: "zookeeper",
-//		url: func(t *testing.T) string {
-//			return "zk://" + strings.Join(testservers.ZooKeeper(t), ",") + "/simba-cmdtest-" + runID + "-NS"
-//		},
-//		unreachable:  "zk://simba:s3cret@127.0.0.1:1/simba",
-//		withPassword: func(u string) string { return strings.Replace(u, "zk://", "zk://simba:s3cret@", 1) }},
 var backendCases = []backendCase{
 	{
 		name: "memory",
@@ -89,6 +73,29 @@ var backendCases = []backendCase{
 		},
 		unreachable:  "redis://simba:s3cret@127.0.0.1:1/0",
 		withPassword: func(u string) string { return strings.Replace(u, "redis://", "redis://:s3cret@", 1) },
+	},
+	{
+		name: "postgres",
+		url: func(t *testing.T) string {
+			dsn := testservers.Postgres(t)
+			sep := "?"
+			if strings.Contains(dsn, "?") {
+				sep = "&"
+			}
+			return dsn + sep + "simba_max_lease=2s&simba_schema=cmdtest_" + runID + "_NS"
+		},
+		unreachable: "postgres://simba:s3cret@127.0.0.1:1/simba?sslmode=disable",
+		withPassword: func(u string) string {
+			return strings.Replace(u, "postgres://postgres@", "postgres://postgres:s3cret@", 1)
+		},
+	},
+	{
+		name: "zookeeper",
+		url: func(t *testing.T) string {
+			return "zk://" + strings.Join(testservers.ZooKeeper(t), ",") + "/simba-cmdtest-" + runID + "-NS?simba_max_lease=3s"
+		},
+		unreachable:  "zk://simba:s3cret@127.0.0.1:1/simba",
+		withPassword: func(u string) string { return strings.Replace(u, "zk://", "zk://simba:s3cret@", 1) },
 	},
 }
 
@@ -125,7 +132,11 @@ func TestScripts(t *testing.T) {
 				RequireExplicitExec: true,
 				Setup: func(env *testscript.Env) error {
 					ns := strings.ReplaceAll(strings.TrimSuffix(env.WorkDir[strings.LastIndex(env.WorkDir, "/")+1:], ""), "/", "-")
-					url := strings.Replace(base, "NS", strconv.Itoa(int(nsSeq.Add(1)))+"-"+scriptName(ns), 1)
+					name := strconv.Itoa(int(nsSeq.Add(1))) + "-" + scriptName(ns)
+					if strings.HasPrefix(base, "postgres") {
+						name = strings.ReplaceAll(name, "-", "_") // a schema name
+					}
+					url := strings.Replace(base, "NS", name, 1)
 					env.Setenv(backendEnv, url)
 					env.Setenv("UNREACHABLE", bc.unreachable)
 					if bc.withPassword != nil {

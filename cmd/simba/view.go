@@ -210,14 +210,17 @@ func writeTable(w io.Writer, inv Inventory) {
 }
 
 // shortIDLen is how much of a session id the tables show: enough to tell
-// sessions apart by eye; --json has the whole id.
+// sessions apart by eye; --json has the whole id. The tables show its end,
+// which differs between sessions on every store (a ZooKeeper session id
+// starts with the server's id and its start time, the same for every
+// session of one server run).
 const shortIDLen = 8
 
 func shortID(id string) string {
 	if len(id) <= shortIDLen {
 		return id
 	}
-	return id[:shortIDLen] + "…"
+	return "…" + id[len(id)-shortIDLen:]
 }
 
 func orDash(s string) string {

@@ -1,0 +1,88 @@
+package simbazk
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// §12: with digest auth, lease nodes carry an ACL that lets only clients
+// with the credentials delete them: a client without them cannot take a
+// lease by deleting its node, but can read who holds it. A backend with a
+// wrong password, or none, fails at once with ErrNotAuthorized, and does
+// not retry.
+func TestDigestACL(t *testing.T) {
+	t.Parallel()
+	servers := sharedZK(t)
+	b := newBackend(t, servers, WithDigest("simba", "s3cret"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: 3 * time.Second, Identity: "node a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	g, err := s.Acquire(ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := directConn(t, servers)
+	if err := c.Delete(b.paths.lease("lease"), -1); !errors.Is(err, zk.ErrNoAuth) {
+		t.Errorf("Delete of a lease node by a client without the credentials = %v; want zk.ErrNoAuth", err)
+	}
+	if data, _, err := c.Get(b.paths.lease("lease")); err != nil || !strings.HasPrefix(string(data), string(s.ID())) {
+		t.Errorf("Get of the lease node by a client without the credentials = %q, %v; want it readable", data, err)
+	}
+
+	for _, tt := range []struct {
+		name string
+		opts []Option
+	}{
+		{"wrong password", []Option{WithDigest("simba", "wrong")}},
+		{"no credentials", nil},
+	} {
+		other := sameRoot(t, b, servers, tt.opts...)
+		start := time.Now()
+		_, _, err := other.OpenSession(ctx, backends.SessionOptions{TTL: 3 * time.Second})
+		if !errors.Is(err, ErrNotAuthorized) || errors.Is(err, backends.ErrUnavailable) {
+			t.Errorf("OpenSession with %s = %v; want ErrNotAuthorized, not ErrUnavailable", tt.name, err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("OpenSession with %s took %v; want it to fail at once, without retrying", tt.name, took)
+		}
+		t.Logf("%s: %v", tt.name, err)
+	}
+	if h, err := s.Holder(ctx, "lease"); err != nil || h.Token != g.Token {
+		t.Errorf("Holder after the others failed = %+v, %v; want the lease still held with token %d", h, err, g.Token)
+	}
+}
+
+// New refuses bad arguments with errors that name them.
+func TestNewErrors(t *testing.T) {
+	for _, tt := range []struct {
+		servers []string
+		opts    []Option
+		want    string
+	}{
+		{nil, nil, "no servers"},
+		{[]string{"zk1"}, nil, `server "zk1": want host:port`},
+		{[]string{"zk1:2181"}, []Option{WithRoot("simba")}, "want an absolute path"},
+		{[]string{"zk1:2181"}, []Option{WithRoot("/")}, `"/" is ZooKeeper's own root`},
+		{[]string{"zk1:2181"}, []Option{WithRoot("/a//b")}, "no empty"},
+		{[]string{"zk1:2181"}, []Option{WithMaxLease(0)}, "WithMaxLease(0s): want at least 1ms"},
+		{[]string{"zk1:2181"}, []Option{WithTickTime(-time.Second)}, "WithTickTime(-1s)"},
+		{[]string{"zk1:2181"}, []Option{WithDigest("a:b", "c")}, "without ':'"},
+	} {
+		_, err := New(tt.servers, tt.opts...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("New(%v, …) = %v; want an error containing %q", tt.servers, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,213 @@
+// Package simbazk is the ZooKeeper backend of Simba: every Simba session is
+// one ZooKeeper session, a lease is an ephemeral node whose creation zxid
+// makes its fencing token, and candidates watch the lease node to take over
+// at once when it is deleted. Its package name is simbazk, not zk, so that
+// it does not clash with go-zookeeper's package in code that uses both.
+//
+// It implements the contract of package backends in full — sessions, leases,
+// values, groups, release notifications ([backends.Notifier]), the store's
+// clock ([backends.StoreClock]) and a read-only listing
+// ([backends.Inspector]) — on github.com/go-zookeeper/zk, and passes the
+// conformance suite (package backendtest) against a real ZooKeeper 3.8,
+// including sessions expired behind the client's back, a server restarted
+// with its data kept and one restarted with its data wiped, and a server
+// that cannot be reached. A three-server ensemble is tested in the tests
+// module (tests/zookeeper): servers killed, the leader killed, a follower
+// cut off from the quorum.
+//
+// # Use
+//
+// The backend owns its connections (a ZooKeeper session is a connection):
+//
+//	b, err := simbazk.New([]string{"zk1:2181", "zk2:2181", "zk3:2181"},
+//		simbazk.WithRoot("/billing/simba"),
+//		simbazk.WithTickTime(2*time.Second), // the servers' tickTime
+//		simbazk.WithDigest("billing", password))
+//	...
+//	defer b.Close()
+//	c, err := runtime.NewClient(b, runtime.ConfigFor(15*time.Second))
+//
+// or from a URL, checking at once that the ensemble answers:
+//
+//	b, err := simbazk.Open(ctx, "zk://billing:secret@zk1:2181,zk2:2181/billing/simba?simba_tick_time=2s")
+//
+// Options: [WithRoot] (go-zookeeper has no chroot: every path is under the
+// root, default [DefaultRoot]), [WithTickTime] (see "Remaining time"),
+// [WithMaxLease] (the longest session asked for, and the amnesia guard),
+// [WithDigest] (digest authentication and ACLs), [WithDialer] and
+// [WithDialTimeout] (how servers are dialled), [WithLogger]. Credentials
+// never appear in an error or a log line.
+//
+// # Nodes
+//
+// Under the root r:
+//
+//	r                 layout version, amnesia guard, token floor
+//	r/clock           written by StoreTime: its mtime is the store's clock
+//	r/o/<sid>         a session: a container node holding the session's identity;
+//	r/o/<sid>/@       its ephemeral marker, and
+//	r/o/<sid>/<name>  an ephemeral child per lease it holds
+//	r/l/<name>        the ephemeral lease node: "<sid>\n<identity>"
+//	r/v/<name>        the persistent value node
+//	r/g/<group>       a group: its partition count; ephemeral children
+//	                  m:<sid> (members) and h:<i>:<sid> (partition holders)
+//
+// The session id is ZooKeeper's, in hexadecimal (S2). Session nodes are
+// containers: ZooKeeper deletes them once their ephemeral children are
+// gone, so a crashed node leaves nothing behind. Value and group nodes stay
+// (values outlive terms).
+//
+// # Operations
+//
+// Every call runs on a goroutine of its own and is bounded by its context:
+// go-zookeeper's calls take none, so the caller returns when its context
+// ends and the call finishes by itself when ZooKeeper answers or the
+// connection closes. A call whose connection failed under it ("connection
+// closed": it may or may not have run) waits, within its context, for
+// go-zookeeper to reconnect, so that a session ZooKeeper expired meanwhile
+// is reported as expired rather than unreachable.
+//
+// KeepAlive is one write of the session node (it goes through the leader,
+// so it fails when the connected server cannot reach a quorum); its Stat is
+// the digest: the children count less the marker is the number of leases,
+// the children version (cversion) rises by exactly one per lease acquired or
+// released, and the mtime is the store's time. Its cost does not grow with
+// the number of leases; the session's groups add one pipelined read each.
+//
+// Acquire is one multi — create the lease node, the session's child for it
+// and, for a partition of a group, the holder marker; write the session node
+// for the digest — whose transaction zxid is the lease node's czxid, and a
+// read of the value node pipelined right behind it (B6: two requests, one
+// round trip; ZooKeeper answers a session's requests in order, so the read
+// sees what the previous holders stored). A lease node that exists is read
+// to name its holder (a *[backends.HeldError], Remaining 0: ZooKeeper does
+// not tell another session's time left). Release and PutValue check the
+// token against the session's own record (B4: ZooKeeper's check operation
+// compares data versions, not czxids) and then act in one multi that fails
+// unless the session's child for the lease exists. Holder is one read of the
+// lease node. Join is a compare-and-swap of the group node's data version
+// (which holds the partition count); Members reads the group node and its
+// children, pipelined. Owned lists the session node's children with the
+// digest of the same instant.
+//
+// Digest.Groups is the largest of the joined groups' pzxids (the zxid of
+// their last child change: a member joining, leaving or ending, a partition
+// changing holder) and of the zxid of the session's last leave: it changes
+// whenever something changed, and only then.
+//
+// # Remaining time (B1) and renewals (B2)
+//
+// ZooKeeper does not say how long a session has left, and go-zookeeper
+// pings the server by itself every third of the session timeout. The
+// backend therefore bounds the remaining time itself: the negotiated session
+// timeout (read from the connect reply, which go-zookeeper keeps private),
+// counted from the latest touch of the session the ensemble's leader has
+// surely seen. A follower reports its sessions' touches to the leader only
+// when the leader pings it, every half tick; a write that went through the
+// leader proves the follower's reports up to about a tick earlier arrived
+// (the same connection carried them), so that touch is the latest request or
+// ping written on the connection at least one tick before the renewal was
+// sent — or the connection's handshake, which the leader handles itself.
+// The renewal's Remaining is thus the timeout less one tick to one tick and
+// a third of the timeout. Tell the backend the servers' tickTime with
+// [WithTickTime] (default 2 s, never more than half the timeout); too large
+// is safe. On the tests' ensemble (tick 500 ms, timeout 3 s), a client
+// stuck with a follower cut off from the quorum lost its term 0.5–0.9 s
+// before the quorum expired its session; a client that could reach the
+// quorum moved there within two thirds of the timeout and kept its term.
+//
+// Since Remaining is usually less than the lease asked, use a RenewInterval
+// of at most a quarter of the lease with this backend (runtime.ConfigFor
+// uses a third): otherwise the engine often finds two renewals do not fit in
+// the local validity and renews every third of it instead (C2), which is
+// safe but reports a shortened lease.
+//
+// A session is renewed only by KeepAlive (B2): when no keep-alive has
+// succeeded for the remaining time of the last one, counted from when it was
+// sent, the backend closes the session itself, whatever go-zookeeper's pings
+// did meanwhile, and the session never comes back.
+//
+// # Expiry and S3
+//
+// The same *zk.Conn opens a new ZooKeeper session, silently, after its
+// session expired, and a call queued meanwhile would run in it. The backend
+// closes the connection when go-zookeeper reports the expiry, and its
+// dialer refuses, before it is sent, any connect request for another
+// session than the one the connection began with: no call of an expired
+// session can run in a new one. Each dial and each connect handshake is
+// bounded by a quarter of the session timeout ([WithDialTimeout] can bound
+// it further): go-zookeeper would otherwise wait up to ten times two thirds
+// of the timeout for a frozen server's connect reply. Reconnecting backs off
+// from 25 ms to 250 ms between rounds of the servers, not go-zookeeper's
+// whole second.
+//
+// # Tokens and the amnesia guard
+//
+// A token is the root's base plus the lease node's czxid: czxids strictly
+// increase in the order ZooKeeper commits, across names and terms, also
+// when parent nodes (r/l, r/v) are deleted and created again, since zxids
+// only grow. The base is the root's creation time in nanoseconds of the
+// leader's clock (or a floor its creator knew, if higher), so tokens stay
+// below 2^63 until the 23rd century.
+//
+// A ZooKeeper whose data was lost (a wiped data directory, a root deleted
+// with everything under it) restarts zxids from zero and forgets every
+// session, while clients may still believe they hold leases until their
+// local deadlines. The backend cannot tell a root created anew after such a
+// loss from a new one, so after creating a root it grants no lease for
+// MaxLease on the store's clock (Acquire fails with an error wrapping
+// [backends.ErrRecovering] and [backends.ErrLeaseHeld]; sessions open
+// meanwhile): every old holder's deadline has passed by then, since no
+// session of the root was asked for more. Tokens then come from the new
+// root's base: its creation time in nanoseconds, greater than every earlier
+// token as long as the leader's clock did not go back and the lost root's
+// largest czxid was smaller than its age in nanoseconds (zxids count
+// transactions in their low 32 bits and leader elections in their high
+// ones: about one election per 4.3 s of the root's life would be needed to
+// break it). Every session is bound to the root it was opened under: a root
+// created again has lost the session nodes, so the old sessions fail as
+// expired. The first start of a deployment therefore waits MaxLease before
+// its first term; set WithMaxLease to the longest lease your nodes use.
+//
+// # Release notifications
+//
+// Watch sets an exists-watch on the lease node from a goroutine of the
+// session, started by its first Watch, and sets it again after each event;
+// go-zookeeper's event callback, which must not block, only records events.
+// A deletion of the lease node — a release, or the end of its holder's
+// session — calls the watch functions, except for the session's own
+// releases. After a reconnection go-zookeeper sets the watches again with
+// the last zxid seen, and ZooKeeper then delivers what happened meanwhile. A
+// graceful hand-off thus takes the release, the event and the next holder's
+// acquisition: a few milliseconds.
+//
+// # ACLs
+//
+// With [WithDigest], every connection authenticates with the digest scheme
+// and every node the backend creates has the ACL "digest user: all,
+// anyone: read": only clients with the credentials can create, write or
+// delete the backend's nodes — ZooKeeper checks the delete right on the
+// parent, r/l, so no other client can delete a lease node and so take the
+// lease — while anyone may read who holds what. A wrong password, or none,
+// is refused by ZooKeeper at the first write (opening a session) with an
+// error wrapping [ErrNotAuthorized]; the backend does not retry it.
+// Without WithDigest, nodes are open to every client (world:anyone all).
+//
+// # Errors
+//
+// A session that expired, was closed, closed itself (B2) or lost its node:
+// an error wrapping [backends.ErrSessionExpired]. A lease held: a
+// *[backends.HeldError]; the amnesia guard: wrapping
+// [backends.ErrRecovering] and [backends.ErrLeaseHeld]. Network failures,
+// timeouts and ZooKeeper's other errors: wrapping [backends.ErrUnavailable]
+// and go-zookeeper's error (and the context's, if it ended); an ensemble
+// that cannot be reached names the servers and their dial errors. ACLs:
+// [ErrNotAuthorized]. A root of another layout: [ErrLayout]. A closed
+// backend: [backends.ErrClosed].
+//
+// # Versions
+//
+// Tested with go-zookeeper v1.0.4 against ZooKeeper 3.8 (Debian 12's
+// package): standalone, and a three-server ensemble. Container nodes need
+// ZooKeeper 3.5 or later.
+package simbazk

@@ -1,0 +1,366 @@
+package simbazk
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/internal/faultnet"
+	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/runtime"
+)
+
+// privateZK starts a private server with the shared server's tickTime.
+func privateZK(t *testing.T, cfg testservers.ZooKeeperConfig) *testservers.ZooKeeperServer {
+	t.Helper()
+	if cfg.TickTime == 0 {
+		cfg.TickTime = testTick
+	}
+	return testservers.StartZooKeeper(t, cfg)
+}
+
+// §11, S1: the leader's private server stops and starts again within the
+// session timeout (ZooKeeper keeps its sessions on disk). The leader's
+// renewals fail meanwhile (Suspended), but its session survives and so does
+// its term; the other node is never elected.
+func TestServerRestartWithinTimeout(t *testing.T) {
+	t.Parallel()
+	srv := privateZK(t, testservers.ZooKeeperConfig{})
+	servers := []string{srv.Addr}
+	b := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration))
+	a := startNode(t, "a", b, testConfig, "lease")
+	ta := a.waitElected(10 * time.Second)
+	session := a.waitState(runtime.SessionLive, time.Second).Session
+	o := startNode(t, "o", sameRoot(t, b, servers), testConfig, "lease")
+	o.notElected(testConfig.RenewInterval)
+
+	// Right after a renewal, so that the restart fits in the validity left.
+	for r := a.c.Snapshot().Remaining; ; time.Sleep(5 * time.Millisecond) {
+		if now := a.c.Snapshot().Remaining; now > r {
+			break
+		} else {
+			r = now
+		}
+	}
+	start := time.Now()
+	srv.Stop()
+	srv.Start()
+	t.Logf("server stopped and serving again after %v", time.Since(start))
+	s := a.waitState(runtime.SessionLive, testConfig.LeaseDuration)
+	if s.Session != session {
+		t.Errorf("a's session after the restart is %s; want %s, which ZooKeeper kept", s.Session, session)
+	}
+	select {
+	case <-ta.ended:
+		t.Fatalf("a's term ended (%v) across a restart within the session timeout", ta.reason)
+	default:
+	}
+	o.notElected(testConfig.RenewInterval)
+	noOverlap(t, a, o)
+}
+
+// §11 "backend unreachable", D4, S3: the private server is down for longer
+// than the session timeout. The leader's term ends with DeadlinePassed at
+// its local deadline; the server, started again, keeps the old session
+// until it expires it a timeout later, and only then is the other node
+// elected; the old leader opens a new session.
+func TestServerDownBeyondTimeout(t *testing.T) {
+	t.Parallel()
+	srv := privateZK(t, testservers.ZooKeeperConfig{})
+	servers := []string{srv.Addr}
+	b := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration))
+	a := startNode(t, "a", b, testConfig, "lease")
+	ta := a.waitElected(10 * time.Second)
+	session := a.waitState(runtime.SessionLive, time.Second).Session
+	o := startNode(t, "o", sameRoot(t, b, servers), testConfig, "lease")
+	o.notElected(testConfig.RenewInterval)
+
+	srv.Stop()
+	deadline := time.Now().Add(ta.term.Remaining())
+	ta.waitEnded(t, testConfig.LeaseDuration+time.Second)
+	if ta.reason != runtime.ReasonDeadlinePassed {
+		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonDeadlinePassed)
+	}
+	if late := ta.endedAt.Sub(deadline); late > 500*time.Millisecond {
+		t.Errorf("a's term ended %v after its local deadline", late)
+	}
+	time.Sleep(testConfig.LeaseDuration) // down for longer than the timeout
+	srv.Start()
+	// ZooKeeper restores a's old session and expires it a timeout later;
+	// then either node may win the lease: o, or a with a new session.
+	var next *termRecord
+	select {
+	case next = <-o.elected:
+	case next = <-a.elected:
+	case <-time.After(3 * testConfig.LeaseDuration):
+		t.Fatalf("no node elected within %v of the server's restart", 3*testConfig.LeaseDuration)
+	}
+	if !next.electedAt.After(ta.endedAt) {
+		t.Errorf("%s elected at %v, before a's term ended at %v", next.node, next.electedAt, ta.endedAt)
+	}
+	s := a.waitState(runtime.SessionLive, 2*testConfig.LeaseDuration)
+	if s.Session == session {
+		t.Errorf("a's session after the outage is still %s; want a new one (S3)", s.Session)
+	}
+	if next.term.Token() <= ta.term.Token() {
+		t.Errorf("%s's token %d; want > a's first %d", next.node, next.term.Token(), ta.term.Token())
+	}
+	noOverlap(t, a, o)
+}
+
+// §11 "backend unreachable", D4, B2, S3: the leader's connection is cut
+// (faultnet closes it and refuses new ones) while the server runs on. Its
+// term ends with DeadlinePassed at the local deadline; B2 closes its session
+// on the client's side; ZooKeeper expires it a timeout after the last
+// touch, and only then is the other node elected. Healed, the old leader
+// opens a new session and is elected again when the other stops.
+func TestCutConnection(t *testing.T) {
+	t.Parallel()
+	servers := sharedZK(t)
+	link := faultnet.New()
+	cutOff := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration), WithDialer(link.DialTimeout))
+	a := startNode(t, "a", cutOff, testConfig, "lease")
+	ta := a.waitElected(10 * time.Second)
+	oldSession := a.waitState(runtime.SessionLive, time.Second).Session
+	o := startNode(t, "o", sameRoot(t, cutOff, servers), testConfig, "lease")
+	o.notElected(testConfig.RenewInterval)
+
+	link.Cut()
+	cutAt := time.Now()
+	a.waitState(runtime.SessionSuspended, 2*testConfig.RenewInterval)
+	deadline := time.Now().Add(ta.term.Remaining())
+	ta.waitEnded(t, time.Until(deadline)+time.Second)
+	if ta.reason != runtime.ReasonDeadlinePassed {
+		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonDeadlinePassed)
+	}
+	if late := ta.endedAt.Sub(deadline); late > 500*time.Millisecond {
+		t.Errorf("a's term ended %v after its local deadline (D4)", late)
+	}
+	to := o.waitElected(2 * testConfig.LeaseDuration)
+	if !to.electedAt.After(deadline) {
+		t.Errorf("o elected at %v, before a's local deadline %v: two valid terms", to.electedAt, deadline)
+	}
+	t.Logf("cut at 0; a's term ended at %v (local deadline); o elected at %v (ZooKeeper expired a's session)",
+		ta.endedAt.Sub(cutAt), to.electedAt.Sub(cutAt))
+
+	link.Heal()
+	s := a.waitState(runtime.SessionLive, 2*testConfig.LeaseDuration)
+	if s.Session == oldSession {
+		t.Errorf("a's session after the cut healed is %s, the expired one; want a new session (S3)", s.Session)
+	}
+	a.notElected(testConfig.RenewInterval)
+	if err := o.e.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	ta2 := a.waitElected(2 * testConfig.RenewInterval)
+	if ta2.term.Token() <= to.term.Token() {
+		t.Errorf("a's new token %d; want > o's %d (T2)", ta2.term.Token(), to.term.Token())
+	}
+	noOverlap(t, a, o)
+}
+
+// D1, D2, D4: replies that ZooKeeper sends promptly but that reach the
+// client late only shorten the deadline; beyond the renewal period they
+// time out, and the term ends with DeadlinePassed at the deadline it had,
+// never extended by a late reply; the other node is elected only after it.
+func TestDelayedReplies(t *testing.T) {
+	t.Parallel()
+	servers := sharedZK(t)
+	link := faultnet.New()
+	slow := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration), WithDialer(link.DialTimeout))
+	a := startNode(t, "a", slow, testConfig, "lease")
+	ta := a.waitElected(10 * time.Second)
+	o := startNode(t, "o", sameRoot(t, slow, servers), testConfig, "lease")
+
+	const latency = 200 * time.Millisecond // well below the renewal period
+	link.DelayReplies(latency)
+	for end := time.Now().Add(3 * testConfig.RenewInterval); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if !ta.term.Valid() {
+			t.Fatalf("a's term ended under a reply latency of %v (%v)", latency, ta.term.Reason())
+		}
+	}
+	link.DelayReplies(0)
+	o.notElected(0)
+
+	link.DelayRequests(2 * testConfig.RenewInterval) // beyond the renewal period
+	deadline := time.Now().Add(ta.term.Remaining())
+	ta.waitEnded(t, testConfig.LeaseDuration+time.Second)
+	if ta.reason != runtime.ReasonDeadlinePassed {
+		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonDeadlinePassed)
+	}
+	if late := ta.endedAt.Sub(deadline); late > testConfig.RenewInterval+300*time.Millisecond {
+		t.Errorf("a's term ended %v after its deadline when requests slowed; want no extension by late replies (D4)", late)
+	}
+	to := o.waitElected(3 * testConfig.LeaseDuration)
+	if !to.electedAt.After(ta.endedAt) {
+		t.Errorf("o elected at %v, before a's term ended at %v", to.electedAt, ta.endedAt)
+	}
+	link.DelayRequests(0)
+	noOverlap(t, a, o)
+}
+
+// S3, T4: ZooKeeper expires the leader's session behind its back (a second
+// connection with the session's id and password closes it). The term ends
+// with SessionExpired, before its deadline; a new session opens and wins
+// again with a greater token. The expired session's connection never opens
+// another ZooKeeper session.
+func TestSessionExpiredByServer(t *testing.T) {
+	t.Parallel()
+	servers := sharedZK(t)
+	b := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration))
+	a := startNode(t, "a", b, testConfig, "lease")
+	ta := a.waitElected(10 * time.Second)
+	s := a.waitState(runtime.SessionLive, time.Second)
+
+	expireSession(t, b, s.Session)
+	ta.waitEnded(t, 2*testConfig.RenewInterval)
+	if ta.reason != runtime.ReasonSessionExpired {
+		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonSessionExpired)
+	}
+	ta2 := a.waitElected(3 * testConfig.RenewInterval)
+	if s2 := a.c.Snapshot(); s2.Session == s.Session {
+		t.Errorf("a's session after expiry is still %s; want a new one (S3)", s.Session)
+	}
+	if ta2.term.Token() <= ta.term.Token() {
+		t.Errorf("token after the new session %d; want > %d", ta2.term.Token(), ta.term.Token())
+	}
+}
+
+// S3: the same *zk.Conn would open a new ZooKeeper session after its own
+// expired, and a call queued meanwhile would run in it. A session whose
+// ZooKeeper session expired never gets another: its calls fail with
+// ErrSessionExpired, and ZooKeeper sees no new session from it.
+func TestExpiredSessionOpensNoOther(t *testing.T) {
+	t.Parallel()
+	servers := sharedZK(t)
+	b := newBackend(t, servers)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	zs := zkSession(t, s)
+	expireSession(t, b, s.ID())
+	// Calls racing the expiry: each either fails as expired or, before the
+	// expiry reached the client, as unavailable; none lands in a new session.
+	for range 20 {
+		if _, err := s.Acquire(ctx, "lease"); err == nil {
+			t.Fatal("Acquire of an expired session succeeded")
+		}
+	}
+	if _, err := s.KeepAlive(ctx); !isExpired(err) {
+		t.Errorf("KeepAlive of the expired session = %v; want ErrSessionExpired", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if got := zs.conn.SessionID(); got != 0 && sessionID(got) != string(s.ID()) {
+		t.Errorf("the expired session's connection has a new ZooKeeper session %x", got)
+	}
+	c := directConn(t, servers)
+	if nodeExists(t, c, b.paths.lease("lease")) {
+		t.Error("the lease node exists: a call of the expired session ran in a new session")
+	}
+}
+
+// T2, F5: a parent node deleted between terms — the lease and value
+// parents by an operator, then the whole root — is created again, and
+// tokens still increase: ZooKeeper's zxids grow whatever is deleted, and a
+// root created again starts from a greater base (after the amnesia guard).
+func TestParentDeletedBetweenTerms(t *testing.T) {
+	t.Parallel()
+	servers := sharedZK(t)
+	b := newBackend(t, servers)
+	a := startNode(t, "a", b, testConfig, "lease")
+	t1 := a.waitElected(10 * time.Second)
+	if err := a.e.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := directConn(t, servers)
+	for _, p := range []string{b.paths.leases(), b.paths.values()} {
+		if err := deleteRecursive(c, p); err != nil {
+			t.Fatalf("deleting %s: %v", p, err)
+		}
+	}
+	e2, err := a.c.StartElection("lease", runtime.ListenerFuncs{OnElected: func(_ context.Context, term *runtime.Term) {
+		a.elected <- &termRecord{node: "a", term: term, electedAt: time.Now(), ended: make(chan struct{})}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2 := a.waitElected(5 * time.Second)
+	if t2.term.Token() <= t1.term.Token() {
+		t.Errorf("token after the lease parent was deleted: %d; want > %d", t2.term.Token(), t1.term.Token())
+	}
+	if err := e2.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.close()
+
+	// The whole root: every session's node goes with it.
+	if err := deleteRecursive(c, b.Root()); err != nil {
+		t.Fatalf("deleting %s: %v", b.Root(), err)
+	}
+	o := startNode(t, "o", sameRoot(t, b, servers), testConfig, "lease")
+	t3 := o.waitElected(b.MaxLease() + 10*time.Second)
+	if t3.term.Token() <= t2.term.Token() {
+		t.Errorf("token after the root was deleted: %d; want > %d", t3.term.Token(), t2.term.Token())
+	}
+}
+
+func isExpired(err error) bool { return errors.Is(err, backends.ErrSessionExpired) }
+
+// C2, for real: a ZooKeeper whose maxSessionTimeout (1.5 s) is below the
+// lease asked (3 s) grants the shorter session; the backend reports it, the
+// engine says so once (SessionLeaseShortened) and renews every third of the
+// local validity, and no term ends with DeadlinePassed.
+func TestShortenedGrant(t *testing.T) {
+	t.Parallel()
+	srv := privateZK(t, testservers.ZooKeeperConfig{MaxSessionTimeout: 1500 * time.Millisecond})
+	servers := []string{srv.Addr}
+	b := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, r, err := b.OpenSession(ctx, backends.SessionOptions{TTL: testConfig.LeaseDuration})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Remaining > 1500*time.Millisecond {
+		t.Errorf("OpenSession(%v) on a server with maxSessionTimeout 1.5s granted %v; want at most 1.5s (C2)", testConfig.LeaseDuration, r.Remaining)
+	}
+	s.Close(ctx)
+
+	a := startNode(t, "a", b, testConfig, "lease")
+	ta := a.waitElected(10 * time.Second)
+	time.Sleep(4 * testConfig.RenewInterval)
+	select {
+	case <-ta.ended:
+		t.Fatalf("a's term ended with %v under a shortened grant; want it renewed (C2)", ta.reason)
+	default:
+	}
+	snap := a.c.Snapshot()
+	if n := a.countEvents(runtime.EventSessionLeaseShortened); n != 1 {
+		t.Errorf("%d SessionLeaseShortened events; want exactly 1 (C2: once per session)", n)
+	}
+	var local time.Duration
+	a.mu.Lock()
+	for _, e := range a.events {
+		if e.Kind == runtime.EventSessionLeaseShortened {
+			local = e.Duration
+		}
+	}
+	a.mu.Unlock()
+	if snap.RenewPeriod >= testConfig.RenewInterval || snap.RenewPeriod > local/3+10*time.Millisecond {
+		t.Errorf("renewal period %v; want a third of the local validity (%v/3), below RenewInterval %v (C2)",
+			snap.RenewPeriod, local, testConfig.RenewInterval)
+	}
+	renewals := a.countEvents(runtime.EventSessionRenewed)
+	t.Logf("granted %v; local validity at the shortened grant %v; renewal period now %v; %d renewals in %v",
+		r.Remaining, local, snap.RenewPeriod, renewals, time.Since(ta.electedAt).Round(time.Millisecond))
+	if a.countEvents(runtime.EventSessionEnded) != 0 {
+		t.Errorf("a's session ended under a shortened grant")
+	}
+}
