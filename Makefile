@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: help services services-down test demo bench generate lint clean
+.PHONY: help services services-down test demo bench compare generate lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -16,6 +16,7 @@ services-down: ## stop the servers that `make services` started
 # SIMBA_REQUIRE_SERVICES=1: a test whose server is missing fails instead of skipping.
 test: services lint ## start the servers, vet, check gofmt, run every test with -race
 	SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
+	cd bench && SIMBA_REQUIRE_SERVICES=1 $(GO) test -short -count=1 -timeout 5m ./...
 
 # The examples are built once (the first build on a fresh machine compiles
 # the backends' drivers too, a minute or so), then each runs about 10s.
@@ -32,11 +33,18 @@ bench: ## run the benchmarks, with the generated wrapper's per-step overhead (te
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 	cd testdata && $(GO) test -run='^$$' -bench=. -benchmem ./...
 
+# The side-by-side comparison (bench/, a module of its own): our backends and
+# the peers through one harness, one Markdown table on stdout. About 15
+# minutes; COMPARE_FLAGS passes flags, e.g. COMPARE_FLAGS='-only Redis'.
+compare: services ## the table of the README's "How we compare": ours and the peers side by side
+	cd bench && $(GO) run ./cmd/compare $(COMPARE_FLAGS)
+
 generate: ## run go generate (simbagen writes each package's simba_gen.go)
 	$(GO) generate ./...
 
 lint: ## go vet; fail if gofmt would change a file or a generated file is stale
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l lists files (run gofmt -w):"; echo "$$out"; exit 1; fi
 	$(GO) run ./cmd/simbagen -check ./...
 
