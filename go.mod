@@ -1,5 +1,10 @@
 module github.com/simba-go/simba
 
+// The go line is the oldest release this module can declare: its code needs
+// Go 1.25 (testing/synctest, sync.WaitGroup.Go) and go/ast.ParseDirective
+// (1.26), and golang.org/x/tools, golang.org/x/sys and go-redis declare
+// go 1.26.0. Their last releases for 1.25 are no way down: simbagen built
+// with golang.org/x/tools v0.49.0 cannot read Go 1.27's export data.
 go 1.26.0
 
 require (
@@ -21,3 +26,5 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
+
+tool github.com/simba-go/simba/cmd/simbagen

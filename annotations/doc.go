@@ -1,6 +1,10 @@
 // Package annotations parses and validates the simba directives (SPEC §14,
 // rules G1 and G4) on their own, without loading any Go code. The generator,
-// cmd/simbagen, uses it; so can any tool that wants to read the directives.
+// cmd/simbagen (run from a //go:generate go tool simbagen line), uses it; so
+// can any tool that wants to read the directives.
+//
+// Rule names such as G1, and sections such as §14, refer to docs/design.md
+// in the repository.
 //
 // # Grammar
 //

@@ -2,6 +2,9 @@
 // hold its sessions and leases, in the way database/sql/driver is the contract
 // between database/sql and its drivers.
 //
+// Rule names such as S1 or B2, and sections such as §15, refer to
+// docs/design.md in the repository.
+//
 // A store (PostgreSQL, Redis, ZooKeeper, the in-process memory store) is
 // reached through a [Backend], which opens [Session]s. A session is one node's
 // liveness: it expires in the store unless it is kept alive, and everything it

@@ -13,11 +13,16 @@ import (
 type Notifier interface {
 	// Watch calls fn each time the lease name may have become free: it was
 	// released, or its holder's session was closed or, where the store
-	// notices it, expired. Calls may be spurious (a reconnect, a release of a
-	// name the watcher already held); they are hints to try again, never
-	// proof that the lease is free. fn must return quickly and must not call
-	// the session. Watch itself must not block on the store for long; a
-	// watch that the store cannot set up yet may start late.
+	// notices it, expired. A store may limit the calls to sessions that
+	// were refused the name (an Acquire that failed with ErrLeaseHeld)
+	// since its last release, and to a few of them, so that a release costs
+	// the same however many nodes wait — a candidate always tries before it
+	// waits, and tries again on its own schedule. Calls may be spurious (a
+	// reconnect, a release of a name the watcher already held); they are
+	// hints to try again, never proof that the lease is free. fn must
+	// return quickly and must not call the session. Watch itself must not
+	// block on the store for long; a watch that the store cannot set up yet
+	// may start late.
 	//
 	// The returned function stops the watch; after it returns, fn is not
 	// called again. It may be called more than once, but not from fn (it

@@ -1,5 +1,8 @@
 // Package fencing protects a resource from a stale lease holder (SPEC §7).
 //
+// Rule names such as F1, and sections such as §7, refer to docs/design.md in
+// the repository.
+//
 // A term's validity is only a hint for when to start a step: a process can
 // pause right after checking it, and resume after another node has taken the
 // lease over. Only the resource itself can refuse the stale holder's write,

@@ -42,7 +42,12 @@ type Resource interface {
 	// write of the same term). A lower token is rejected with an error
 	// wrapping [ErrStaleToken], and nothing changes. A token below 1 is
 	// rejected with an error (recipes wrap [ErrInvalidToken]), and nothing
-	// changes. Any other error means the outcome is unknown.
+	// changes. Tokens are stored and compared exactly: every token below
+	// 2^53 (backends issue no larger one) is accepted on these terms, and a
+	// larger token that the resource cannot keep exactly (in a float64, a
+	// Lua number, a JSON number) is rejected with an error wrapping
+	// [ErrInvalidToken], and nothing changes. Any other error means the
+	// outcome is unknown.
 	Write(ctx context.Context, token backends.Token, value []byte) error
 
 	// Read returns the value last accepted and the token it was written

@@ -7,10 +7,11 @@
 #                                           data is kept
 #   scripts/services.sh status [SERVICE...] say what answers and what this script started
 #
-# SERVICE is redis, postgres or zookeeper; the default is all three.
+# SERVICE is redis, redis-cluster, postgres or zookeeper; the default is all four.
 #
 # Servers (the defaults of internal/testservers):
 #   Redis       127.0.0.1:6379, no persistence
+#   Redis Cluster  three masters on 127.0.0.1:7001-7003, no replicas, no persistence
 #   PostgreSQL  127.0.0.1:5432, database simba, trust auth on 127.0.0.1, ssl off
 #   ZooKeeper   127.0.0.1:2181, standalone, tickTime 500, maxSessionTimeout 60000
 #
@@ -28,6 +29,7 @@ set -euo pipefail
 STATE=${SIMBA_SERVICES_DIR:-/var/lib/simba-ci}
 PGV=${SIMBA_PG_VERSION:-15} PGCLUSTER=${SIMBA_PG_CLUSTER:-main}
 REDIS_PORT=6379 PG_PORT=5432 ZK_PORT=2181 PG_DB=simba
+CLUSTER_PORTS=(7001 7002 7003)
 PGBIN=/usr/lib/postgresql/$PGV/bin PGCONF=/etc/postgresql/$PGV/$PGCLUSTER
 PGDATA=/var/lib/postgresql/$PGV/$PGCLUSTER
 ZKDIR=$STATE/zk
@@ -63,6 +65,8 @@ tcp_say() { # tcp_say PORT TEXT: send TEXT to 127.0.0.1:PORT, print the reply
   timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "$2" >&3 && cat <&3' _ "$1" "$2" 2>/dev/null
 }
 redis_up() { tcp_say $REDIS_PORT 'PING\r\nQUIT\r\n' | grep -q '^+PONG'; }
+cluster_node_up() { tcp_say "$1" 'PING\r\nQUIT\r\n' | grep -q '^+PONG'; }
+cluster_up() { tcp_say "${CLUSTER_PORTS[0]}" 'CLUSTER INFO\r\nQUIT\r\n' | grep -q 'cluster_state:ok'; }
 zk_up() { tcp_say $ZK_PORT srvr | grep -q '^Mode: '; } # 'ruok' says imok before it serves
 pg_port_up() { timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ $PG_PORT 2>/dev/null; }
 pg_db_up() { # the DSN the tests use works: TCP, trust, database simba
@@ -92,6 +96,41 @@ start_redis() {
     { tail -20 "$STATE/redis.log" >&2; die "redis-server did not start"; }
   wait_for 15 redis_up || { tail -20 "$STATE/redis.log" >&2; die "redis not answering on 127.0.0.1:$REDIS_PORT"; }
   mark "redis: started"
+}
+
+# ---------------------------------------------------------------- Redis Cluster
+# Three masters, one per port, each in a directory of its own; created once
+# with redis-cli --cluster create, then restarted from their nodes.conf.
+start_redis_cluster() {
+  if cluster_up; then mark "redis-cluster: already answering"; return; fi
+  command -v redis-server >/dev/null || apt_install redis-server
+  command -v redis-cli >/dev/null || apt_install redis-tools
+  local port dir fresh=
+  for port in "${CLUSTER_PORTS[@]}"; do
+    dir=$STATE/redis-cluster/$port
+    mkdir -p "$dir"
+    [ -s "$dir/nodes.conf" ] || fresh=1
+    if ! cluster_node_up "$port"; then
+      (cd "$dir" && redis-server --bind 127.0.0.1 --port "$port" --cluster-enabled yes --cluster-config-file nodes.conf \
+        --cluster-node-timeout 2000 --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --dir "$dir" \
+        --save '' --appendonly no </dev/null >>"$dir/redis.log" 2>&1) ||
+        { tail -20 "$dir/redis.log" >&2; die "redis-server (cluster) on $port did not start"; }
+    fi
+  done
+  for port in "${CLUSTER_PORTS[@]}"; do
+    wait_for 15 cluster_node_up "$port" || die "redis cluster node $port not answering"
+  done
+  if [ -n "$fresh" ] && ! cluster_up; then
+    local addrs=() p
+    for p in "${CLUSTER_PORTS[@]}"; do addrs+=("127.0.0.1:$p"); done
+    # A node that kept old slots from a cluster that no longer exists would
+    # refuse to join: start from empty nodes.
+    for p in "${CLUSTER_PORTS[@]}"; do redis-cli -p "$p" FLUSHALL >/dev/null 2>&1 || true; redis-cli -p "$p" CLUSTER RESET HARD >/dev/null 2>&1 || true; done
+    redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$STATE/redis-cluster/create.log" 2>&1 ||
+      { tail -20 "$STATE/redis-cluster/create.log" >&2; die "redis-cli --cluster create failed"; }
+  fi
+  wait_for 30 cluster_up || die "redis cluster on ${CLUSTER_PORTS[*]} not ok (cluster_state)"
+  mark "redis-cluster: started"
 }
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -197,6 +236,10 @@ stop_pid() { # stop_pid NAME PIDFILE PATTERN: stop the process we started, if it
   rm -f "$2"
 }
 down_redis() { stop_pid redis "$STATE/redis.pid" redis-server; }
+down_redis_cluster() {
+  local port
+  for port in "${CLUSTER_PORTS[@]}"; do stop_pid "redis-cluster $port" "$STATE/redis-cluster/$port/redis.pid" redis-server; done
+}
 down_zookeeper() { stop_pid zookeeper "$ZKDIR/zk.pid" QuorumPeerMain; }
 down_postgres() {
   local ours pid
@@ -217,23 +260,25 @@ status_one() { # status_one NAME PIDFILE PROBE
   if $3; then say "$1: answering$ours"; else say "$1: NOT answering$ours"; return 1; fi
 }
 status_redis() { status_one redis "$STATE/redis.pid" redis_up; }
+status_redis_cluster() { status_one redis-cluster "$STATE/redis-cluster/${CLUSTER_PORTS[0]}/redis.pid" cluster_up; }
 status_postgres() { status_one postgres "$STATE/postgres.pid" pg_db_up; }
 status_zookeeper() { status_one zookeeper "$ZKDIR/zk.pid" zk_up; }
 
 cmd=up
 case ${1:-} in up | down | status) cmd=$1; shift ;; esac
 services=("$@")
-((${#services[@]})) || services=(redis postgres zookeeper)
+((${#services[@]})) || services=(redis redis-cluster postgres zookeeper)
 for s in "${services[@]}"; do
-  case $s in redis | postgres | zookeeper) ;; *) echo "usage: $0 [up|down|status] [redis|postgres|zookeeper]..." >&2; exit 2 ;; esac
+  case $s in redis | redis-cluster | postgres | zookeeper) ;; *) echo "usage: $0 [up|down|status] [redis|redis-cluster|postgres|zookeeper]..." >&2; exit 2 ;; esac
 done
 rc=0
 for s in "${services[@]}"; do
+  fn=${s//-/_}
   case $cmd in
-  up) "start_$s" ;;
-  down) "down_$s" ;;
-  status) "status_$s" || rc=1 ;;
+  up) "start_$fn" ;;
+  down) "down_$fn" ;;
+  status) "status_$fn" || rc=1 ;;
   esac
 done
-[ "$cmd" != up ] || say "ready: ${services[*]} (redis 127.0.0.1:$REDIS_PORT | postgres://postgres@127.0.0.1:$PG_PORT/$PG_DB?sslmode=disable | zookeeper 127.0.0.1:$ZK_PORT)"
+[ "$cmd" != up ] || say "ready: ${services[*]} (redis 127.0.0.1:$REDIS_PORT | redis cluster 127.0.0.1:${CLUSTER_PORTS[0]}-${CLUSTER_PORTS[2]} | postgres://postgres@127.0.0.1:$PG_PORT/$PG_DB?sslmode=disable | zookeeper 127.0.0.1:$ZK_PORT)"
 exit $rc

@@ -11,10 +11,10 @@ import (
 	"github.com/simba-go/simba/backends"
 )
 
-// A1, S4: a watcher is called when the lease is released and when its
-// holder's session closes; not for other names; never after stop returns;
-// stop may be called twice. Skipped unless sessions implement
-// backends.Notifier.
+// A1, S4: a watcher of a session that was refused the lease is called when
+// the lease is released and when its holder's session closes; not for other
+// names; never after stop returns; stop may be called twice. Skipped unless
+// sessions implement backends.Notifier.
 func testNotify(t *testing.T, h *Harness) {
 	e := newEnv(t, h)
 	a, _ := e.open()
@@ -37,12 +37,22 @@ func testNotify(t *testing.T, h *Harness) {
 			t.Errorf("watcher not called within %v of %s (A1)", h.ExpiryGrace, what)
 		}
 	}
+	// A candidate tries before it waits: b is refused first, as the engine
+	// would be (a store may wake only the sessions it refused).
+	refused := func() {
+		t.Helper()
+		if _, err := b.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
+			t.Fatalf("Acquire by b while a holds the lease = %v; want ErrLeaseHeld", err)
+		}
+	}
 	g := e.acquire(a, "lease")
+	refused()
 	n := fired.Load()
 	e.release(a, "lease", g.Token)
 	waitFired("a release", n)
 
 	e.acquire(a, "lease")
+	refused()
 	n = fired.Load()
 	if err := a.Close(e.ctx); err != nil {
 		t.Fatalf("Close: %v", err)

@@ -6,6 +6,9 @@
 // tokens, F for fencing tokens, §12 for the backend contract, §15 for the
 // amnesia guard).
 //
+// Rule names such as S3 or T2, and sections such as §12, refer to
+// docs/design.md in the repository.
+//
 // # Using it
 //
 // A backend's own tests describe it with a [Harness] and call [Run]:

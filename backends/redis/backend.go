@@ -2,6 +2,8 @@ package simbaredis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,7 +41,7 @@ var args = check.For("simbaredis")
 // ErrLayout reports a namespace written by an incompatible version of this
 // package (its key layout version differs), so that two versions never share
 // a namespace silently. Use another prefix, or stop the other version.
-var ErrLayout = errors.New("simbaredis: incompatible key layout")
+var ErrLayout = errors.New("incompatible key layout")
 
 // Backend is a Simba store in Redis: it implements [backends.Backend] and
 // [backends.StoreClock], and the sessions it opens implement
@@ -61,6 +63,8 @@ type Backend struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	feed      *watch.Feed // the release subscription, started by the first Watch
+	armed     armed       // the scripts without INFO (armed.go)
+	node      string      // this backend's node id: its wake channel, and its place among a lease's waiters
 
 	guardLogged atomic.Int64 // Unix µs of the end of the last guard logged
 }
@@ -138,6 +142,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 		maxLease: o.maxLease,
 		logger:   o.logger,
 	}
+	b.node = randomNode()
 	b.metaKeys = []string{b.keys.meta()}
 	b.baseArg = b.keys.base
 	b.maxLeaseArg = strconv.FormatInt(micros(o.maxLease), 10)
@@ -348,4 +353,11 @@ func renewal(r reply) backends.Renewal {
 
 func digest(r reply) backends.Digest {
 	return backends.Digest{Leases: int(r.int(3)), Version: uint64(r.int(4)), Groups: uint64(r.int(5))}
+}
+
+// randomNode returns a node id for a backend: 64 random bits in hex.
+func randomNode() string {
+	var id [8]byte
+	rand.Read(id[:]) // never fails (crypto/rand, Go ≥ 1.24)
+	return hex.EncodeToString(id[:])
 }

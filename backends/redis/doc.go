@@ -58,7 +58,8 @@
 //	{p}:g:<group>     hash: partition count and epoch, while the group has members
 //	{p}:m:<group>     set: the group's members
 //	{p}:h:<group>     hash: partition index → holder
-//	{p}:released      pub/sub channel: released leases, and who released them
+//	{p}:q:<name>      sorted set: the backends waiting for the lease
+//	{p}:w:<node>      pub/sub channel of one backend: the releases it waits for
 //
 // A released lease's record keeps only its value, if one was stored (values
 // outlive terms and are never deleted); records of sessions that ended are
@@ -109,20 +110,27 @@
 //
 // # Release notifications
 //
-// Releases, closes and the ends of expired sessions PUBLISH the lease name and
-// the id of the session that held it on {p}:released. A backend keeps one
-// subscription to it, started by the first Watch of any of its sessions (see
-// [backends.Notifier]) and ended by [Backend.Close]. A session's own releases
-// do not wake its own watches: its node knows what it released. Other
-// sessions' watches wake, those of the same backend included (several
-// runtime clients, each a node with its own session, may share one). While
-// some watch waits, the subscription pings Redis when it has been silent for
-// 5 s (an idle subscription costs Redis nothing), and it reconnects, with
-// back-off, when the connection fails; since releases published while it was
-// down are lost, every reconnection wakes every watcher (a hint only:
-// candidates try again, which is always safe). A graceful hand-off therefore
-// takes a few round trips (about a millisecond on loopback), not a candidate's
-// retry interval.
+// A refused acquire records the backend (its node id, one per [Backend])
+// among the lease's waiters, {p}:q:<name>; a Holder read records it too, at a
+// lower rank. A release — and a close or a reaped expiry that frees the
+// lease — PUBLISHes "name session" on the wake channels {p}:w:<node> of the
+// two waiters ranked highest (the candidates refused last, then readers),
+// and only if someone waits: a release costs Redis the same whether 10 or
+// 10,000 nodes wait, and one nobody waits for costs one EXISTS-like read.
+// The others try on their own schedule, or when the holder's session runs
+// out, which their refusal told them (backends.HeldError). A backend keeps
+// one subscription to its own channel, started by the first Watch of any of
+// its sessions (see [backends.Notifier]) and ended by [Backend.Close]. A
+// session's own releases do not wake its own watches: its node knows what it
+// released. Other sessions' watches wake, those of the same backend included
+// (several runtime clients, each a node with its own session, may share
+// one). While some watch waits, the subscription pings Redis when it has been
+// silent for 5 s (an idle subscription costs Redis nothing), and it
+// reconnects, with back-off, when the connection fails; since releases
+// published while it was down are lost, every reconnection wakes every
+// watcher (a hint only: candidates try again, which is always safe). A
+// graceful hand-off therefore takes a few round trips (about a millisecond on
+// loopback), not a candidate's retry interval.
 //
 // # The amnesia guard
 //
@@ -151,11 +159,23 @@
 // namespace of a Redis, and Redis before 7 saves it with the data). On a
 // mismatch, the guard starts from that moment and every session of the
 // namespace ends: its client gets [backends.ErrSessionExpired] at its next
-// call and opens a new session. Reading the run id costs about 5 µs of Redis
-// time per call, a sixth of an acquire and a release (acquire takes its clock
-// from the same INFO, which spares a TIME). The scripts that grant nothing — release, put value, join,
-// leave, members, close — do not read it: they act only for a session that
-// is alive, one that a guarded script opened and renewed.
+// call and opens a new session. The scripts that grant nothing — release,
+// put value, join, leave, members, close — do not read it: they act only for
+// a session that is alive, one that a guarded script opened and renewed.
+//
+// Reading the run id costs about 5 µs of Redis time per call (INFO), so on
+// Redis 7 and later the backend arms each Redis process instead, once: a
+// MULTI/EXEC transaction runs the guarded check and loads copies of the
+// guarded scripts that carry that process's run id and read no INFO. Redis 7
+// neither saves its script cache with the data nor replicates it, and a
+// transaction runs in one process (the errors that would stop the check abort
+// it whole), so a copy exists only in a process where the check ran; a copy
+// also hands back to the guarded script when the meta hash records another
+// run (an older snapshot reloaded in place). After a restart or a fail-over
+// the copies are gone (NOSCRIPT), and the backend arms the new process. On
+// Redis before 7, whose scripts persist and replicate, the guarded scripts
+// run every time. armed.go gives the argument in full; the tests check that
+// an armed process reads no INFO and still starts the guard.
 //
 // The tests cover, against a private redis-server, a restart without data and
 // a restart that reloads an older snapshot, in every namespace of the server.

@@ -6,7 +6,7 @@ import "strings"
 // read and write it. It is stored in the namespace's meta hash; a script that
 // finds another version refuses to run ([ErrLayout]), so that two versions of
 // this package never share a namespace silently.
-const layoutVersion = "3"
+const layoutVersion = "4"
 
 // The key layout of a namespace, defined here and nowhere else: the Go side
 // builds keys with [layout], and the Lua helpers below get the same
@@ -25,8 +25,12 @@ const layoutVersion = "3"
 //	{p}:g:<group>     hash: parts, epoch; exists while the group has members
 //	{p}:m:<group>     set: the group's member session ids
 //	{p}:h:<group>     hash: partition index → holder session id
-//	{p}:released      pub/sub channel: "name session" for each lease released,
-//	                  with the session that released it (or ended)
+//	{p}:q:<name>      zset: the backends (node ids) whose sessions were
+//	                  refused the lease → when, the latest 64; expires
+//	                  when nobody has waited for 2 × MaxLease
+//	{p}:w:<node>      pub/sub channel of one backend: "name session" for
+//	                  a lease it waits for that was released, with the
+//	                  session that released it (or ended)
 const (
 	tagMeta     = "meta"
 	tagSessions = "sessions"
@@ -37,7 +41,8 @@ const (
 	tagGroup    = "g:"
 	tagMembers  = "m:"
 	tagHolders  = "h:"
-	tagReleased = "released"
+	tagWaiters  = "q:"
+	tagWake     = "w:"
 )
 
 // layout builds the keys of one namespace.
@@ -50,7 +55,7 @@ func newLayout(prefix string) layout { return layout{base: "{" + prefix + "}:"} 
 func (l layout) meta() string             { return l.base + tagMeta }
 func (l layout) sessions() string         { return l.base + tagSessions }
 func (l layout) session(id string) string { return l.base + tagSession + id }
-func (l layout) channel() string          { return l.base + tagReleased }
+func (l layout) wake(node string) string  { return l.base + tagWake + node }
 func (l layout) pattern() string          { return l.base + "*" }
 func (l layout) String() string           { return strings.TrimSuffix(l.base, ":") }
 
@@ -58,7 +63,8 @@ func (l layout) String() string           { return strings.TrimSuffix(l.base, ":
 // ("{prefix}:") as an argument, P, and build keys with these helpers.
 var (
 	luaSessions   = helper("local SESSIONS = P .. '" + tagSessions + "'\n")
-	luaChannel    = helper("local CHANNEL = P .. '" + tagReleased + "'\n")
+	luaKeyWaiters = luaKey("waiters_key", tagWaiters)
+	luaKeyWake    = luaKey("wake_channel", tagWake)
 	luaKeySession = luaKey("sess_key", tagSession)
 	luaKeyOwned   = luaKey("owned_key", tagOwned)
 	luaKeyJoined  = luaKey("joined_key", tagJoined)

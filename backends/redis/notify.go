@@ -13,19 +13,21 @@ import (
 	"github.com/simba-go/simba/backends/internal/watch"
 )
 
-// releases is the backend's release channel as a watch.Source: one
-// subscription per (re)connection, kept by the backend's watch.Feed.
+// releases is the backend's own wake channel ({p}:w:<node>) as a
+// watch.Source: one subscription per (re)connection, kept by the backend's
+// watch.Feed. A release publishes there only if a session of this backend
+// was refused the lease since (luaWake).
 type releases struct{ b *Backend }
 
 func (r releases) Subscribe(ctx context.Context) (watch.Subscription, error) {
-	ps := r.b.client.Subscribe(ctx, r.b.keys.channel())
+	ps := r.b.client.Subscribe(ctx, r.b.keys.wake(r.b.node))
 	// The confirmation comes first; wait for it, so that releases published
 	// from now on are received.
 	for {
 		msg, err := ps.Receive(ctx)
 		if err != nil {
 			ps.Close()
-			return nil, fmt.Errorf("simbaredis: subscribe %s: %w", r.b.keys.channel(), err)
+			return nil, fmt.Errorf("simbaredis: subscribe %s: %w", r.b.keys.wake(r.b.node), err)
 		}
 		if s, ok := msg.(*redis.Subscription); ok && s.Kind == "subscribe" {
 			return subscription{ps}, nil

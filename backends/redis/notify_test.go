@@ -2,6 +2,9 @@ package simbaredis
 
 import (
 	"context"
+	"errors"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,12 +50,19 @@ func TestOwnReleasesDoNotWakeOwnWatches(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	// cycle makes s acquire and release x.
+	// cycle makes s acquire x, the other sessions be refused it (a
+	// candidate tries before it waits; a release wakes the backends
+	// refused), and s release it.
 	cycle := func(s backends.Session) {
 		t.Helper()
 		g, err := s.Acquire(ctx, "x")
 		if err != nil {
 			t.Fatal(err)
+		}
+		for _, o := range []backends.Session{a, other, third} {
+			if o != s {
+				o.Acquire(ctx, "x") // refused, or expired for a closed a
+			}
 		}
 		if _, err := s.Release(ctx, "x", g.Token); err != nil {
 			t.Fatal(err)
@@ -74,6 +84,7 @@ func TestOwnReleasesDoNotWakeOwnWatches(t *testing.T) {
 	if _, err := a.Acquire(ctx, "x"); err != nil {
 		t.Fatal(err)
 	}
+	other.Acquire(ctx, "x") // refused
 	if err := a.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -84,5 +95,75 @@ func TestOwnReleasesDoNotWakeOwnWatches(t *testing.T) {
 	// closed, but its watch was not stopped); not for a's own Close.
 	if n := byA.Load(); n > 2 {
 		t.Errorf("a's watch called %d times; want at most 2 (once per other session's release), none for its own Close", n)
+	}
+}
+
+// A1 at scale: a release wakes only the few backends refused the lease last,
+// so that it costs Redis the same however many nodes wait — here 40 nodes
+// wait, and a release publishes wakePerRelease messages, not 40 — and one
+// of the woken nodes takes the lease at once.
+func TestReleaseWakesAFew(t *testing.T) {
+	srv := startRedis(t) // a private server: its command counts are ours alone
+	admin := newClient(t, srv.addr)
+	holderB := newBackend(t, newClient(t, srv.addr), admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	holder, _, err := holderB.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := holder.Acquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nodes = 40
+	var woken atomic.Int64
+	for range nodes {
+		b := sameNamespace(t, holderB, newClient(t, srv.addr))
+		s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.(backends.Notifier).Watch("x", func() { woken.Add(1) }))
+		if _, err := s.Acquire(ctx, "x"); !errors.Is(err, backends.ErrLeaseHeld) {
+			t.Fatalf("Acquire of a held lease = %v; want ErrLeaseHeld", err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the subscriptions start
+	publishes := func() int64 {
+		t.Helper()
+		for _, line := range strings.Split(admin.Info(ctx, "commandstats").Val(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_publish:calls="); ok {
+				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	before := publishes()
+	if _, err := holder.Release(ctx, "x", g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if n := publishes() - before; n != wakePerRelease {
+		t.Errorf("a release with %d nodes waiting published %d messages; want %d", nodes, n, wakePerRelease)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for woken.Load() < wakePerRelease && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := woken.Load(); n != wakePerRelease {
+		t.Errorf("%d watchers woken; want %d", n, wakePerRelease)
+	}
+	// With nobody waiting, a release publishes nothing.
+	g, err = holder.Acquire(ctx, "y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = publishes()
+	if _, err := holder.Release(ctx, "y", g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if n := publishes() - before; n != 0 {
+		t.Errorf("a release nobody waits for published %d messages; want none", n)
 	}
 }

@@ -175,6 +175,10 @@ func TestCloseManyLeases(t *testing.T) {
 	})
 	defer stop()
 	time.Sleep(100 * time.Millisecond) // the subscription starts
+	// A candidate tries before it waits; a release wakes those refused.
+	if _, err := other.Acquire(ctx, names[len(names)-1]); !errors.Is(err, backends.ErrLeaseHeld) {
+		t.Fatalf("Acquire of a held lease = %v; want ErrLeaseHeld", err)
+	}
 
 	if err := s.Close(ctx); err != nil {
 		t.Fatalf("Close with %d leases: %v", len(names), err)

@@ -194,7 +194,7 @@ local function end_session(id, budget)
       if name ~= VERSION and redis.call('HGET', lk, 's') == id then
         redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
         touch_partition(name, nil)
-        redis.call('PUBLISH', CHANNEL, name .. ' ' .. id)
+        wake(name, id)
       end
     end
     if #names > 0 then redis.call('ZREMRANGEBYRANK', ok, 0, #names - 1) end
@@ -210,8 +210,39 @@ local function end_session(id, budget)
   redis.call('ZREM', SESSIONS, id)
   return budget, true
 end
-`, luaKeyOwned, luaKeyJoined, luaKeyLease, luaTouchPartition, luaChannel, luaLeaveGroup, luaKeySession, luaSessions,
+`, luaKeyOwned, luaKeyJoined, luaKeyLease, luaTouchPartition, luaWake, luaLeaveGroup, luaKeySession, luaSessions,
 		luaVersion)
+
+	// wake tells the backends waiting for lease name that session from
+	// released it (or ended): only the WAKE that were refused it last, so
+	// that a release costs the same however many nodes wait (the others
+	// try on their own schedule, or when their refusal told them the
+	// holder's expiry). A lease nobody waits for costs one EXISTS.
+	luaWake = helper(`
+local WAKE = `+strconv.Itoa(wakePerRelease)+`
+local function wake(name, from)
+  local qk = waiters_key(name)
+  local nodes = redis.call('ZREVRANGE', qk, 0, WAKE - 1)
+  if #nodes == 0 then return end
+  for _, node in ipairs(nodes) do redis.call('PUBLISH', wake_channel(node), name .. ' ' .. from) end
+  redis.call('ZREM', qk, unpack(nodes))
+end
+`, luaKeyWaiters, luaKeyWake)
+
+	// wait records that node (a backend, "" for none) waits for lease name,
+	// for wake: refused it (rank NOW), or only reading its holder (rank
+	// NOW − 2^40 µs, so that readers are woken only when fewer candidates
+	// wait than a release wakes). The latest 64 are kept, for 2 × maxLease
+	// (µs).
+	luaWait = helper(`
+local function wait(name, node, rank, maxLease)
+  if node == '' then return end
+  local qk = waiters_key(name)
+  redis.call('ZADD', qk, rank, node)
+  if redis.call('ZCARD', qk) > 64 then redis.call('ZREMRANGEBYRANK', qk, 0, -65) end
+  redis.call('PEXPIRE', qk, math.floor(maxLease / 500))
+end
+`, luaKeyWaiters)
 
 	// alive reports whether session id is alive by Redis's clock. A dead
 	// session is left to the reapers (end_session).
@@ -239,13 +270,15 @@ end
 	luaCheckMeta = helper(`
 local MAXLEASE = tonumber(ARGV[3])
 local GUARD, TOKEN = 0, 0 -- from the meta hash, read by check_meta
+local RUN_ID = '?'        -- the run id of this process, from INFO
 
 local function check_meta()
   local m = redis.call('HMGET', META, 'layout', 'run', 'guard', 'token')
   if m[1] and m[1] ~= LAYOUT then return {'LAYOUT', m[1]} end
   GUARD, TOKEN = tonumber(m[3] or '0'), tonumber(m[4] or '0')
   local at = string.find(INFO, 'run_id:', 1, true)
-  local run = at and string.match(INFO, '^%x+', at + 7) or '?'
+  RUN_ID = at and string.match(INFO, '^%x+', at + 7) or '?'
+  local run = RUN_ID
   if m[1] and m[2] == run then return nil end
   local guard
   if m[1] or redis.call('ZCARD', SESSIONS) > 0 then
@@ -272,6 +305,27 @@ end
 local bad = check_meta()
 if bad then return bad end
 `, luaInfo, luaClock, luaSessions, luaLayout)
+
+	// The armed variant of check_meta, for Redis ≥ 7 (see armed.go): the
+	// same script with the run id of the Redis process it was loaded into
+	// written in as RUN, so that it needs no INFO. It runs only in a process
+	// where the guarded check ran first (the arming transaction loads it),
+	// and it hands back to the guarded script (ARM) unless the namespace's
+	// meta hash still records that process: after a restart, a fail-over,
+	// a reload of older data, or a namespace that lost its meta hash.
+	luaArmedMeta = helper(`
+local MAXLEASE = tonumber(ARGV[3])
+local GUARD, TOKEN = 0, 0
+do
+  local m = redis.call('HMGET', META, 'layout', 'run', 'guard', 'token')
+  if m[1] ~= LAYOUT then
+    if m[1] then return {'LAYOUT', m[1]} end
+    return {'ARM'}
+  end
+  if m[2] ~= RUN then return {'ARM'} end
+  GUARD, TOKEN = tonumber(m[3] or '0'), tonumber(m[4] or '0')
+end
+`, luaClock, luaLayout)
 
 	luaLayout = helper(`
 local LAYOUT = '` + layoutVersion + `'
@@ -367,6 +421,12 @@ const (
 	reapSessions = 16
 )
 
+// wakePerRelease is how many of the backends waiting for a lease a release
+// wakes (luaWake): a few, so that one that died meanwhile does not leave the
+// lease idle, and not all, so that a release costs Redis the same for 10 or
+// 10,000 waiting nodes.
+const wakePerRelease = 2
+
 // The operations, in two groups: those with the amnesia guard
 // (luaCheckMeta, ARGV[3] is MaxLease, their own arguments start at
 // ARGV[4]) and the others (their own arguments start at ARGV[3]).
@@ -404,10 +464,11 @@ r[7] = redis.call('ZRANGE', owned_key(SID), 0, -1, 'WITHSCORES')
 return r
 `, luaCheckMeta, luaReap, luaAlive, luaSession, luaRenewal, luaKeyOwned)
 
-	// ARGV[4]: the lease name; ARGV[5] and ARGV[6], for a partition: its
-	// group and index. Reply: OK, the token, the digest's leases and
-	// version, and the value if there is one; or HELD and the holder (see
-	// luaHolder).
+	// ARGV[4]: the lease name; ARGV[5]: the node id of the backend, which a
+	// release wakes if it is refused (luaWait); ARGV[6] and ARGV[7], for a
+	// partition: its group and index. Reply: OK, the token, the digest's
+	// leases and version, and the value if there is one; or HELD and the
+	// holder (see luaHolder).
 	scriptAcquire = newScript("acquire", `
 if not alive(SID) then return {'EXPIRED'} end
 local name = ARGV[4]
@@ -417,26 +478,33 @@ local tok, ok = cur[2], owned_key(SID)
 local n, v
 if cur[1] ~= SID then
   local h = holder(cur)
-  if h then return {'HELD', h[1], h[2], h[3], h[4]} end
-  if NOW < GUARD then return {'RECOVERING', GUARD - NOW} end
+  if h then
+    wait(name, ARGV[5], NOW, MAXLEASE)
+    return {'HELD', h[1], h[2], h[3], h[4]}
+  end
+  if NOW < GUARD then
+    wait(name, ARGV[5], NOW, MAXLEASE)
+    return {'RECOVERING', GUARD - NOW}
+  end
   tok = math.max(TOKEN + 1, NOW)
   if tok > 9007199254740991 then return {'TOKENS'} end -- 2^53-1
   redis.call('HSET', META, 'token', tok)
   redis.call('HSET', lk, 's', SID, 't', tok)
   redis.call('ZADD', ok, tok, name)
   n, v = bump(ok)
-  if ARGV[5] then touch_part(ARGV[5], tonumber(ARGV[6]), SID) end
+  if ARGV[6] then touch_part(ARGV[6], tonumber(ARGV[7]), SID) end
 else
   n = redis.call('ZCARD', ok) - 1
   v = tonumber(redis.call('ZSCORE', ok, VERSION))
 end
 return {'OK', tok, n, v, cur[3]}
-`, luaInfoNow, luaCheckMeta, luaAlive, luaHolder, luaKeyLease, luaKeyOwned, luaVersion, luaTouchPart)
+`, luaInfoNow, luaCheckMeta, luaAlive, luaHolder, luaWait, luaKeyLease, luaKeyOwned, luaVersion, luaTouchPart)
 
 	// The header and check_meta: checks the layout and the run id, reaps.
+	// Reply: OK, the run id of the process, and its major version.
 	scriptCheck = newScript("check", `
 reap()
-return {'OK'}
+return {'OK', RUN_ID, tonumber(string.match(INFO, 'redis_version:(%d+)') or '0')}
 `, luaCheckMeta, luaReap)
 )
 
@@ -455,23 +523,29 @@ if cur[1] == SID and cur[2] == ARGV[4] then
   redis.call('ZREM', ok, name)
   local n, v = bump(ok)
   if ARGV[5] then touch_part(ARGV[5], tonumber(ARGV[6])) end
-  redis.call('PUBLISH', CHANNEL, name .. ' ' .. SID)
+  wake(name, SID)
   return {'OK', n, v}
 end
 local v = redis.call('ZSCORE', ok, VERSION)
 local n = redis.call('ZCARD', ok)
 if v then n = n - 1 end
 return {'OK', n, tonumber(v or '0')}
-`, luaAlive, luaKeyLease, luaKeyOwned, luaVersion, luaTouchPart, luaChannel)
+`, luaAlive, luaKeyLease, luaKeyOwned, luaVersion, luaTouchPart, luaWake)
 
-	// ARGV[3]: the lease name. Reply: OK and the holder (see luaHolder), or
-	// OK alone if the lease is free.
+	// ARGV[3]: the lease name; ARGV[4]: the node id of the backend, which
+	// the next release wakes if few candidates wait (luaWait); ARGV[5]:
+	// MaxLease in µs. Reply: OK and the holder (see luaHolder), or OK alone
+	// if the lease is free.
 	scriptHolder = newScript("holder", `
 if not alive(SID) then return {'EXPIRED'} end
-local h = holder(redis.call('HMGET', lease_key(ARGV[3]), 's', 't'))
-if h then return {'OK', h[1], h[2], h[3], h[4]} end
+local name = ARGV[3]
+local h = holder(redis.call('HMGET', lease_key(name), 's', 't'))
+if h then
+  wait(name, ARGV[4], NOW - 1099511627776, tonumber(ARGV[5]))
+  return {'OK', h[1], h[2], h[3], h[4]}
+end
 return {'OK'}
-`, luaAlive, luaHolder, luaKeyLease)
+`, luaAlive, luaHolder, luaWait, luaKeyLease)
 
 	// ARGV[3]: the lease name; ARGV[4]: the token; ARGV[5]: the value.
 	scriptPutValue = newScript("put value", `
@@ -547,16 +621,45 @@ type script struct {
 	src     string
 	sha     string
 	guarded bool // it runs check_meta, and takes MaxLease as ARGV[3]
+
+	// armed is the source of the armed variant of a guarded script, with
+	// runPlaceholder where the run id goes (see armed.go).
+	armed string
 }
 
+// runPlaceholder stands for the run id in an armed script's source.
+const runPlaceholder = "__RUN__"
+
 // newScript assembles a script: the header, the helpers it uses and those
-// they use, each once and after those it uses, then body.
+// they use, each once and after those it uses, then body. A guarded script
+// (one that uses luaCheckMeta) also gets its armed variant: luaArmedMeta in
+// place of luaCheckMeta, and the clock from TIME rather than INFO.
 func newScript(name, body string, uses ...*luaHelper) *script {
+	src, guarded := assemble(body, uses, nil)
+	sum := sha1.Sum([]byte(src))
+	sc := &script{name: name, src: src, sha: hex.EncodeToString(sum[:]), guarded: guarded}
+	if guarded {
+		armed, _ := assemble(body, uses, map[*luaHelper]*luaHelper{luaCheckMeta: luaArmedMeta, luaInfoNow: nil})
+		sc.armed = luaHeader + "local RUN = '" + runPlaceholder + "'\n" + strings.TrimPrefix(armed, luaHeader)
+	}
+	return sc
+}
+
+// assemble builds a script's source from body and the helpers it uses,
+// replacing helpers as swap says (nil: leave it out). It reports whether the
+// script runs check_meta.
+func assemble(body string, uses []*luaHelper, swap map[*luaHelper]*luaHelper) (string, bool) {
 	var src strings.Builder
 	src.WriteString(luaHeader)
 	done := make(map[*luaHelper]bool)
 	var add func(h *luaHelper)
 	add = func(h *luaHelper) {
+		if r, ok := swap[h]; ok {
+			if r == nil {
+				return
+			}
+			h = r
+		}
 		if done[h] {
 			return
 		}
@@ -573,8 +676,7 @@ func newScript(name, body string, uses ...*luaHelper) *script {
 		add(h)
 	}
 	src.WriteString(body)
-	sum := sha1.Sum([]byte(src.String()))
-	return &script{name: name, src: src.String(), sha: hex.EncodeToString(sum[:]), guarded: done[luaCheckMeta]}
+	return src.String(), done[luaCheckMeta]
 }
 
 // reply is a script's answer: a status and the operation's values.
@@ -636,9 +738,19 @@ func (b *Backend) run(ctx context.Context, sc *script, what string, sid any, arg
 		argv = append(argv, b.maxLeaseArg)
 	}
 	argv = append(argv, args...)
-	res, err := b.client.EvalSha(ctx, sc.sha, b.metaKeys, argv...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		res, err = b.client.Eval(ctx, sc.src, b.metaKeys, argv...).Result()
+	var (
+		res   any
+		err   error
+		armed bool
+	)
+	if sc.guarded && sc != scriptCheck {
+		res, armed, err = b.runArmed(ctx, sc, argv)
+	}
+	if !armed {
+		res, err = b.client.EvalSha(ctx, sc.sha, b.metaKeys, argv...).Result()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			res, err = b.client.Eval(ctx, sc.src, b.metaKeys, argv...).Result()
+		}
 	}
 	if err != nil {
 		return nil, b.unavailable(ctx, what, err)

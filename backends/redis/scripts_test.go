@@ -25,4 +25,12 @@ func TestScriptHelpers(t *testing.T) {
 	if strings.Contains(scriptAcquire.src, "redis.call('TIME')\nlocal NOW") {
 		t.Error("acquire reads TIME; want the clock from INFO, which it reads anyway")
 	}
+	// The armed variants read no INFO, take the clock from TIME, and check
+	// the run id written into them.
+	for _, sc := range armedScripts {
+		if sc.armed == "" || strings.Contains(sc.armed, "redis.call('INFO'") || strings.Count(sc.armed, "local NOW") != 1 ||
+			strings.Count(sc.armed, runPlaceholder) != 1 || !strings.Contains(sc.armed, "if m[2] ~= RUN then return {'ARM'} end") {
+			t.Errorf("%s: armed variant reads INFO, lacks its clock or its run check:\n%s", sc.name, sc.armed)
+		}
+	}
 }

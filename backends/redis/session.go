@@ -74,9 +74,9 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 	var r reply
 	var err error
 	if g, i, ok := backends.SplitPartition(name); ok {
-		r, err = s.b.run(ctx, scriptAcquire, "acquire", s.idArg, name, g, i)
+		r, err = s.b.run(ctx, scriptAcquire, "acquire", s.idArg, name, s.b.node, g, i)
 	} else {
-		r, err = s.b.run(ctx, scriptAcquire, "acquire", s.idArg, name)
+		r, err = s.b.run(ctx, scriptAcquire, "acquire", s.idArg, name, s.b.node)
 	}
 	if err != nil {
 		return backends.Grant{}, err
@@ -130,7 +130,7 @@ func (s *session) Holder(ctx context.Context, name string) (backends.Holder, err
 	if err := args.Name("holder", name); err != nil {
 		return backends.Holder{}, err
 	}
-	r, err := s.b.run(ctx, scriptHolder, "holder", s.idArg, name)
+	r, err := s.b.run(ctx, scriptHolder, "holder", s.idArg, name, s.b.node, s.b.maxLeaseArg)
 	if err != nil {
 		return backends.Holder{}, err
 	}

@@ -11,7 +11,7 @@
 // simba_gen.go.
 package main
 
-//go:generate go run github.com/simba-go/simba/cmd/simbagen
+//go:generate go tool simbagen
 
 import (
 	"context"

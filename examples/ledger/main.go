@@ -15,7 +15,7 @@
 //	go run ./examples/ledger [--nodes 3] [--for 10s] [--backend memory:] [--lease 3s]
 package main
 
-//go:generate go run github.com/simba-go/simba/cmd/simbagen
+//go:generate go tool simbagen
 
 import (
 	"context"

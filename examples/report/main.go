@@ -9,7 +9,7 @@
 // generated from the directive on Report into simba_gen.go.
 package main
 
-//go:generate go run github.com/simba-go/simba/cmd/simbagen
+//go:generate go tool simbagen
 
 import (
 	"context"

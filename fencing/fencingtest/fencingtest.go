@@ -15,8 +15,14 @@
 //   - EqualAccepted: the same token again is accepted, with the same value (a
 //     retry) or a new one (another write of the same term) (F1).
 //   - LowerRejected: a lower token is rejected with an error wrapping
-//     [fencing.ErrStaleToken], and nothing changes (F1).
+//     [fencing.ErrStaleToken], and nothing changes (F1), whether it is lower
+//     by 1 or by 2^32.
 //   - InvalidToken: tokens 0 and -1 are rejected, and nothing changes.
+//   - LargeTokens: 2^53-1, the largest token a backend issues, is accepted
+//     and read back exactly; each larger token (2^53+1, 2^62+1, the largest
+//     int64) is either stored exactly, and then the token below it is
+//     rejected as stale, or refused with an error wrapping
+//     [fencing.ErrInvalidToken] and nothing changes.
 //   - ConcurrentWriters: writers with interleaved tokens and concurrent
 //     readers; no reader ever sees a value written with a token lower than
 //     one accepted before its read began, and no write is accepted with a
@@ -26,6 +32,15 @@
 //     token accepted in it. A resource that reads the highest token and then
 //     writes fails this (F2).
 //
+// The tokens the kit writes are as large as real ones. Backends issue
+// microseconds of Unix time (about 2^50.7 late in 2026) or counters, and keep
+// them below 2^53, the range that Redis's scripts, which compute in doubles,
+// hold exactly. So the checks write tokens just below 2^53, some 2^32 apart
+// and some 1 apart: a resource that keeps tokens in 32 bits collapses the
+// first pairs, one that keeps them in a float32 the second, and one that
+// keeps them in a float64 collapses 2^53 and 2^53+1, which LargeTokens
+// writes. Every such resource fails the kit.
+//
 // The kit writes values of at most 64 bytes.
 package fencingtest
 
@@ -34,6 +49,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strconv"
 	"strings"
@@ -71,12 +87,26 @@ var checks = []struct {
 	{"EqualAccepted", checkEqualAccepted},
 	{"LowerRejected", checkLowerRejected},
 	{"InvalidToken", checkInvalidToken},
+	{"LargeTokens", checkLargeTokens},
 	{"ConcurrentWriters", checkConcurrentWriters},
 	{"AtomicCheckAndWrite", checkAtomic},
 }
 
 // opTimeout bounds every call the kit makes to a resource.
 const opTimeout = 30 * time.Second
+
+// The tokens of the checks (see the package documentation).
+const (
+	// today is a token as backends issue them late in 2026: microseconds of
+	// Unix time, about 2^50.7.
+	today backends.Token = 1_796_029_244_739_692
+	// top is the largest token a backend issues: 2^53-1, the largest of
+	// the integers that a float64 holds exactly, all of them.
+	top backends.Token = 1<<53 - 1
+	// base is where the tokens of most checks start: near top, but far
+	// enough below it for tokens 2^32 above base and more to stay below it.
+	base = top - 1<<33
+)
 
 // open calls newResource and fails t if it returns nil.
 func open(t testing.TB, newResource func(testing.TB) fencing.Resource) fencing.Resource {
@@ -150,35 +180,80 @@ func checkEmpty(t testing.TB, newResource func(testing.TB) fencing.Resource) {
 
 func checkHigherAccepted(t testing.TB, newResource func(testing.TB) fencing.Resource) {
 	r := open(t, newResource)
-	mustAccept(t, r, 5, value(5, "first"), "the first write of a resource")
-	wantState(t, r, 5, value(5, "first"))
-	mustAccept(t, r, 9, value(9, "newer term"), "token 9 is higher than 5")
-	wantState(t, r, 9, value(9, "newer term"))
-	mustAccept(t, r, 10, value(10, "next term"), "token 10 is higher than 9")
-	wantState(t, r, 10, value(10, "next term"))
+	mustAccept(t, r, today, value(today, "first"), "the first write of a resource")
+	wantState(t, r, today, value(today, "first"))
+	prev := today
+	for _, tok := range []backends.Token{base + 9, base + 10, base + 10 + 1<<32, top} {
+		v := value(tok, "newer term")
+		mustAccept(t, r, tok, v, fmt.Sprintf("token %d is higher than %d", tok, prev))
+		wantState(t, r, tok, v)
+		prev = tok
+	}
 }
 
 func checkEqualAccepted(t testing.TB, newResource func(testing.TB) fencing.Resource) {
 	r := open(t, newResource)
-	v := value(7, "step 1")
-	mustAccept(t, r, 7, v, "the first write")
-	mustAccept(t, r, 7, v, "a retry with the same token and value (F1)")
-	wantState(t, r, 7, v)
-	v2 := value(7, "step 2")
-	mustAccept(t, r, 7, v2, "a second write of the same term carries the same token (F1)")
-	wantState(t, r, 7, v2)
+	tok := base + 7
+	v := value(tok, "step 1")
+	mustAccept(t, r, tok, v, "the first write")
+	mustAccept(t, r, tok, v, "a retry with the same token and value (F1)")
+	wantState(t, r, tok, v)
+	v2 := value(tok, "step 2")
+	mustAccept(t, r, tok, v2, "a second write of the same term carries the same token (F1)")
+	wantState(t, r, tok, v2)
 }
 
 func checkLowerRejected(t testing.TB, newResource func(testing.TB) fencing.Resource) {
 	r := open(t, newResource)
-	v := value(7, "current holder")
-	mustAccept(t, r, 7, v, "the first write")
-	for _, tok := range []backends.Token{6, 1} {
+	hi := base + 1<<32 + 7
+	v := value(hi, "current holder")
+	mustAccept(t, r, hi, v, "the first write")
+	// Lower by 1, by exactly 2^32 (the same low 32 bits), a token of
+	// today's size, and the lowest token there is.
+	for _, tok := range []backends.Token{hi - 1, hi - 1<<32, today, 1} {
 		err := write(t, r, tok, value(tok, "stale holder"))
 		if !errors.Is(err, fencing.ErrStaleToken) {
-			t.Fatalf("Write(token %d) after token 7 = %v; want an error wrapping fencing.ErrStaleToken", tok, err)
+			t.Fatalf("Write(token %d) after token %d = %v; want an error wrapping fencing.ErrStaleToken", tok, hi, err)
 		}
-		wantState(t, r, 7, v)
+		wantState(t, r, hi, v)
+	}
+}
+
+// checkLargeTokens writes top, then tokens beyond it, each higher one
+// first: a resource must store such a token exactly, and then reject the
+// token just below it, or refuse it as invalid and change nothing. A
+// resource that keeps tokens in a float64 rounds 2^53+1 to 2^53, reads
+// back the wrong token, and takes 2^53 for a retry of the same term.
+func checkLargeTokens(t testing.TB, newResource func(testing.TB) fencing.Resource) {
+	r := open(t, newResource)
+	v := value(top, "2^53-1")
+	mustAccept(t, r, top, v, "2^53-1 is a token that backends issue")
+	wantState(t, r, top, v)
+	cur := top
+	for _, pair := range []struct {
+		hi, lo backends.Token
+		name   string
+	}{
+		{1<<53 + 1, 1 << 53, "2^53+1"},
+		{1<<62 + 1, 1 << 62, "2^62+1"},
+		{math.MaxInt64, math.MaxInt64 - 1, "2^63-1"},
+	} {
+		hv := value(pair.hi, pair.name)
+		err := write(t, r, pair.hi, hv)
+		switch {
+		case errors.Is(err, fencing.ErrInvalidToken):
+			wantState(t, r, cur, v) // refused: nothing changed
+			continue
+		case err != nil:
+			t.Fatalf("Write(token %d = %s) after token %d = %v; want it accepted, or refused with an error wrapping fencing.ErrInvalidToken if the resource cannot store it exactly",
+				pair.hi, pair.name, cur, err)
+		}
+		wantState(t, r, pair.hi, hv)
+		if err := write(t, r, pair.lo, value(pair.lo, "stale holder")); !errors.Is(err, fencing.ErrStaleToken) {
+			t.Fatalf("Write(token %d) after token %d = %v; want an error wrapping fencing.ErrStaleToken (they differ in the lowest bit)", pair.lo, pair.hi, err)
+		}
+		wantState(t, r, pair.hi, hv)
+		cur, v = pair.hi, hv
 	}
 }
 
@@ -190,13 +265,13 @@ func checkInvalidToken(t testing.TB, newResource func(testing.TB) fencing.Resour
 		}
 	}
 	checkEmptyNow(t, r)
-	mustAccept(t, r, 3, value(3, "a term"), "the first valid write")
+	mustAccept(t, r, base+3, value(base+3, "a term"), "the first valid write")
 	for _, tok := range []backends.Token{0, -1} {
 		if err := write(t, r, tok, value(tok, "no term")); err == nil {
 			t.Fatalf("Write(token %d) = nil; want an error", tok)
 		}
 	}
-	wantState(t, r, 3, value(3, "a term"))
+	wantState(t, r, base+3, value(base+3, "a term"))
 }
 
 func checkEmptyNow(t testing.TB, r fencing.Resource) {
@@ -268,13 +343,14 @@ func checkConcurrentWriters(t testing.TB, newResource func(testing.TB) fencing.R
 	ctx, cancel := context.WithTimeout(t.Context(), 2*opTimeout)
 	defer cancel()
 
-	// Writer w writes tokens w+1, w+1+writers, …: the tokens of the writers
-	// interleave, and each writer keeps going after its writes turn stale.
+	// Writer w writes tokens base+w+1, base+w+1+writers, …: the tokens of
+	// the writers interleave, and each writer keeps going after its writes
+	// turn stale.
 	var writersWG sync.WaitGroup
 	for w := range writers {
 		writersWG.Go(func() {
 			for i := range rounds {
-				tok := backends.Token(w + 1 + i*writers)
+				tok := base + backends.Token(w+1+i*writers)
 				floor := accepted.Load()
 				err := r.Write(ctx, tok, value(tok, fmt.Sprintf("writer %d", w)))
 				switch {
@@ -349,11 +425,11 @@ func checkAtomic(t testing.TB, newResource func(testing.TB) fencing.Resource) {
 	var vs violations
 	ctx, cancel := context.WithTimeout(t.Context(), 2*opTimeout)
 	defer cancel()
-	base := backends.Token(0)
+	from := base
 	for round := range rounds {
-		// Tokens base+1 … base+writers, released together: whichever order
+		// Tokens from+1 … from+writers, released together: whichever order
 		// they land in, the resource must end up holding the highest one
-		// accepted. Writer w gets token base+writers-w, so the highest
+		// accepted. Writer w gets token from+writers-w, so the highest
 		// token's goroutine is started first.
 		var (
 			start = make(chan struct{})
@@ -361,7 +437,7 @@ func checkAtomic(t testing.TB, newResource func(testing.TB) fencing.Resource) {
 			best  atomic.Int64
 		)
 		for w := range writers {
-			tok := base + backends.Token(writers-w)
+			tok := from + backends.Token(writers-w)
 			wg.Go(func() {
 				<-start
 				err := r.Write(ctx, tok, value(tok, fmt.Sprintf("round %d", round)))
@@ -379,12 +455,12 @@ func checkAtomic(t testing.TB, newResource func(testing.TB) fencing.Resource) {
 		v, tok := read(t, r)
 		b := best.Load()
 		if b == 0 {
-			vs.add("round %d: no write of tokens %d…%d was accepted", round, base+1, base+writers)
+			vs.add("round %d: no write of tokens %d…%d was accepted", round, from+1, from+writers)
 		} else if vtok, _ := tokenOf(v); int64(tok) != b || vtok != tok {
 			vs.add("round %d: the resource holds (value of token %d, token %d); the highest token accepted was %d",
 				round, vtok, tok, b)
 		}
-		base = max(base, tok) + writers
+		from = max(from, tok) + writers
 	}
 	vs.report(t, "check and write are not one atomic step (F2)")
 }

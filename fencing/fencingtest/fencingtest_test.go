@@ -146,6 +146,16 @@ type mutant struct {
 	forgetToken   bool // stores the value but never records the token
 	acceptInvalid bool // accepts tokens below 1
 	wrongError    bool // rejects lower tokens with an error that is not ErrStaleToken
+	// keep, if set, is how the resource stores tokens, such as in a
+	// float64: it compares and records keep(token) rather than token.
+	keep func(backends.Token) backends.Token
+	// readExact makes Read return the token last accepted, as written,
+	// rather than as kept: only the comparisons use keep.
+	readExact bool
+	// refuseInexact refuses, with ErrInvalidToken, a token that keep
+	// changes: what a resource that cannot store every token must do.
+	refuseInexact bool
+	exact         backends.Token // the token last accepted, as written
 
 	mu    sync.Mutex
 	value []byte
@@ -158,9 +168,16 @@ func (m *mutant) Write(_ context.Context, token backends.Token, v []byte) error 
 			return err
 		}
 	}
+	kept := token
+	if m.keep != nil {
+		kept = m.keep(token)
+	}
+	if m.refuseInexact && kept != token {
+		return fmt.Errorf("%w: %d cannot be kept exactly", fencing.ErrInvalidToken, token)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	stale := token < m.token || (m.rejectEqual && token == m.token)
+	stale := kept < m.token || (m.rejectEqual && kept == m.token)
 	if stale && !m.acceptLower {
 		if m.wrongError {
 			return fmt.Errorf("token %d refused", token)
@@ -169,7 +186,7 @@ func (m *mutant) Write(_ context.Context, token backends.Token, v []byte) error 
 	}
 	m.value = slices.Clone(v)
 	if !m.forgetToken {
-		m.token = token
+		m.token, m.exact = kept, token
 	}
 	return nil
 }
@@ -177,7 +194,46 @@ func (m *mutant) Write(_ context.Context, token backends.Token, v []byte) error 
 func (m *mutant) Read(context.Context) ([]byte, backends.Token, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.readExact {
+		return slices.Clone(m.value), m.exact, nil
+	}
 	return slices.Clone(m.value), m.token, nil
+}
+
+// Ways to keep a token in fewer than 64 bits, as a resource may: a float64
+// (a JSON number, a Lua number, a double column), a float32, an int32 column.
+func inFloat64(t backends.Token) backends.Token { return backends.Token(float64(t)) }
+func inFloat32(t backends.Token) backends.Token { return backends.Token(float32(t)) }
+func inInt32(t backends.Token) backends.Token   { return backends.Token(int32(t)) }
+
+// TestKitFailsNarrowTokens runs the whole kit on resources that keep tokens
+// in a float64, a float32 or an int32: with tokens of real size, each fails
+// it, at least in the checks named.
+func TestKitFailsNarrowTokens(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		keep func(backends.Token) backends.Token
+		want []string // checks that must fail
+	}{
+		{"float64", inFloat64, []string{"LargeTokens"}},
+		{"float32", inFloat32, []string{"HigherAccepted", "EqualAccepted", "LowerRejected", "ConcurrentWriters", "AtomicCheckAndWrite"}},
+		{"int32", inInt32, []string{"HigherAccepted", "LowerRejected", "LargeTokens"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var failed []string
+			for _, check := range checks {
+				if failures := runCheck(t, check.fn, func(testing.TB) fencing.Resource { return &mutant{keep: c.keep} }); len(failures) > 0 {
+					failed = append(failed, check.name)
+					t.Logf("%s: %s", check.name, failures[0])
+				}
+			}
+			for _, name := range c.want {
+				if !slices.Contains(failed, name) {
+					t.Errorf("%s passed a resource that keeps tokens in a %s; failed: %v", name, c.name, failed)
+				}
+			}
+		})
+	}
 }
 
 func TestKitCatchesBrokenResources(t *testing.T) {
@@ -192,7 +248,11 @@ func TestKitCatchesBrokenResources(t *testing.T) {
 		{"equal token rejected", checkEqualAccepted, func() fencing.Resource { return &mutant{rejectEqual: true} }, "a retry with the same token and value"},
 		{"token not recorded", checkHigherAccepted, func() fencing.Resource { return &mutant{forgetToken: true} }, "want ("},
 		{"token 0 accepted", checkInvalidToken, func() fencing.Resource { return &mutant{acceptInvalid: true} }, "Write(token 0) on an empty resource = nil"},
-		{"stale without ErrStaleToken", checkLowerRejected, func() fencing.Resource { return &mutant{wrongError: true} }, "token 6 refused"},
+		{"stale without ErrStaleToken", checkLowerRejected, func() fencing.Resource { return &mutant{wrongError: true} }, "refused; want an error wrapping fencing.ErrStaleToken"},
+		{"tokens kept in a float64", checkLargeTokens, func() fencing.Resource { return &mutant{keep: inFloat64} }, "want (\"fencingtest token=9007199254740993 2^53+1\", token 9007199254740993)"},
+		{"tokens kept in an int32", checkHigherAccepted, func() fencing.Resource { return &mutant{keep: inInt32} }, "Write(token 1796029244739692) = simba: stale fencing token"},
+		{"tokens kept in an int32, lower by 2^32", checkLowerRejected, func() fencing.Resource { return &mutant{keep: inInt32, readExact: true} }, "want an error wrapping fencing.ErrStaleToken"},
+		{"tokens kept in a float32", checkConcurrentWriters, func() fencing.Resource { return &mutant{keep: inFloat32} }, "violations"},
 		{"nil resource", checkEmpty, func() fencing.Resource { return nil }, "newResource returned a nil Resource"},
 	}
 	for _, c := range cases {
@@ -218,6 +278,11 @@ func TestKitPassesCorrectResources(t *testing.T) {
 		}
 		if failures := runCheck(t, c.fn, func(testing.TB) fencing.Resource { return new(mutant) }); len(failures) > 0 {
 			t.Errorf("%s failed on a correct mutant: %q", c.name, failures)
+		}
+		// A resource that keeps tokens in a float64 but refuses those it
+		// cannot keep exactly, as the Redis recipe does, is correct.
+		if failures := runCheck(t, c.fn, func(testing.TB) fencing.Resource { return &mutant{keep: inFloat64, refuseInexact: true} }); len(failures) > 0 {
+			t.Errorf("%s failed on a float64 resource that refuses tokens from 2^53: %q", c.name, failures)
 		}
 	}
 }

@@ -45,6 +45,7 @@ func Check(p *Package, found []Found) (*Model, Diagnostics) {
 	}
 	c.names()
 	c.clashes()
+	c.constraints()
 	return c.m, c.diags
 }
 
@@ -74,6 +75,14 @@ func (c *checker) where(pos token.Pos) string {
 
 // task checks one annotated function and returns its task, or nil.
 func (c *checker) task(f Found) *Task {
+	if f.Decl.Name.Name == "_" {
+		what := "function _"
+		if f.Decl.Recv != nil {
+			what = "method " + funcName(f.Decl)
+		}
+		c.diags.errorf(c.p.Fset.Position(f.Decl.Name.Pos()), "the blank %s cannot be referred to, so simbagen cannot register it; give it a name", what)
+		return nil
+	}
 	obj, _ := c.p.Info.Defs[f.Decl.Name].(*types.Func)
 	if obj == nil {
 		return nil // the type checker has reported why
@@ -84,6 +93,9 @@ func (c *checker) task(f Found) *Task {
 		Text:      strings.TrimRightFunc(f.Comment.Text, unicode.IsSpace),
 		Pos:       c.p.position(f.Comment.Slash, 0),
 		Func:      obj,
+	}
+	if x := fileConstraint(f.File, c.p.Fset.Position(f.File.Package).Filename); x != nil {
+		t.Constraint = x.String()
 	}
 	name := funcName(f.Decl)
 	sig := obj.Signature()
@@ -108,6 +120,11 @@ func (c *checker) task(f Found) *Task {
 		}
 		t.Recv = c.receiver(named)
 		t.Recv.Pointer = t.Recv.Pointer || t.RecvPointer
+		for _, id := range f.Decl.Recv.List[0].Names {
+			if id.Name != "_" && !slices.Contains(t.Recv.Names, id.Name) {
+				t.Recv.Names = append(t.Recv.Names, id.Name)
+			}
+		}
 	}
 	t.Register = registerName(c.p, f.Decl)
 	if !c.signature(t, name, namePos, sig) {
@@ -384,6 +401,31 @@ func (c *checker) names() {
 				c.diags.errorf(t.directivePos(off), "lease %q is partition %d of the group %q of %s (%s); use another lease name",
 					d.Name, i, group, c.funcString(g), c.where(g.Func.Pos()))
 			}
+		}
+	}
+}
+
+// constraints sets the model's build constraint, that of the files of the
+// annotated functions, and reports a function whose file has another one
+// than the first: one generated file per package cannot carry both, and
+// either constraint would leave the other's functions unregistered or the
+// file uncompilable.
+func (c *checker) constraints() {
+	if len(c.m.Tasks) == 0 {
+		return
+	}
+	first := c.m.Tasks[0]
+	c.m.Constraint = first.Constraint
+	describe := func(t *Task) string {
+		if t.Constraint == "" {
+			return "in a file without a build constraint"
+		}
+		return fmt.Sprintf("in a file with the build constraint %q", t.Constraint)
+	}
+	for _, t := range c.m.Tasks[1:] {
+		if t.Constraint != first.Constraint {
+			c.diags.errorf(t.Pos, "%s is %s, but %s (%s) is %s; %s carries one build constraint for the package: put its annotated functions in files under the same one",
+				c.funcString(t), describe(t), c.funcString(first), c.where(first.Func.Pos()), describe(first), OutputName)
 		}
 	}
 }

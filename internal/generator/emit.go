@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/token"
 	"go/types"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,25 +92,61 @@ func newEmitter(m *Model) *emitter {
 			e.taken[name] = true
 			continue
 		}
-		for i := 2; ; i++ {
-			alias := name + strconv.Itoa(i)
-			if !e.taken[alias] && scope.Lookup(alias) == nil {
-				e.f.ImportAlias(pkg.Path(), alias)
-				e.taken[alias] = true
-				break
-			}
+		// As a person would: stdtime for the standard library's time,
+		// modelpkg for a package model; a number only if those are taken
+		// too.
+		alias := name + "pkg"
+		if !strings.Contains(pkg.Path(), ".") {
+			alias = "std" + name
 		}
+		for i := 2; e.taken[alias] || scope.Lookup(alias) != nil; i++ {
+			alias = name + strconv.Itoa(i)
+		}
+		e.f.ImportAlias(pkg.Path(), alias)
+		e.taken[alias] = true
 	}
-	// Locals, and the receivers' parameters, avoid every name above, so
-	// that none hides something the generated code refers to, and each
-	// other.
-	for _, name := range []string{"c", "ctx", "t", "partition", "item", "items", "err", "e", "g", "run", "step"} {
-		e.local[name] = e.fresh(name)
-	}
+	// The parameters of the exported functions, then the locals, take
+	// the first of their names that is free: none hides something the
+	// generated code refers to, or another of them. The receivers come
+	// first, named after their type (a *Service is service) or else as
+	// the methods name them, then the client (c, or client if a receiver
+	// is c), then the locals.
 	for _, r := range m.Receivers {
-		e.recv[r] = e.fresh(lowerCamel(r.Named.Obj().Name()))
+		e.recv[r] = e.pick(slices.Concat([]string{lowerCamel(r.Named.Obj().Name())}, r.Names)...)
+	}
+	for _, l := range locals {
+		e.local[l[0]] = e.pick(l...)
 	}
 	return e
+}
+
+// locals are the generated code's parameter and local names, each with the
+// names it takes instead when the first is taken, in order.
+var locals = [][]string{
+	{"c", "client", "cl"},    // the *simbart.Client parameter
+	{"ctx", "runCtx"},        // the typed-steps wrapper's parameters
+	{"t", "term"},            //
+	{"partition", "part"},    //
+	{"item", "elem"},         // an item, in the loop
+	{"items", "batch"},       // a source's slice
+	{"err", "runErr"},        //
+	{"e", "reg"},             // what StartSchedule returns, a registration
+	{"g", "group"},           // what StartGroup returns
+	{"run", "steps"},         // the typed-steps wrapper
+	{"step", "stepValidity"}, // the step constant
+}
+
+// pick returns the first of names that is free (not taken and not a
+// keyword), or else the first with the smallest number that makes it
+// free, and takes it.
+func (e *emitter) pick(names ...string) string {
+	for _, name := range names {
+		if name != "" && name != "_" && !e.taken[name] && !token.IsKeyword(name) {
+			e.taken[name] = true
+			return name
+		}
+	}
+	return e.fresh(names[0])
 }
 
 // imports returns the packages the file needs, the runtime aside, sorted

@@ -69,20 +69,26 @@ func Extract(p *Package) ([]Found, Diagnostics) {
 	return found, diags
 }
 
-// ExtractTests returns a warning for every simba directive, valid or not,
-// and every near miss in p's test files: simbagen does not load them, so
-// such a directive would otherwise be ignored in silence.
-func ExtractTests(p *Package) Diagnostics {
+// ExtractIgnored returns a warning for every simba directive, valid or
+// not, and every near miss in the files of p that the build does not
+// type-check, which generate nothing: its test files and the files that
+// the build constraints exclude. simbagen does not load them, so such a
+// directive would otherwise be ignored in silence.
+func ExtractIgnored(p *Package) Diagnostics {
 	var diags Diagnostics
-	for _, f := range p.TestFiles {
-		for _, group := range f.Comments {
-			for _, c := range group.List {
-				if d, err := annotations.Parse(c.Text); d != nil || err != nil || annotations.NearMiss(c.Text) != nil {
-					diags.warnf(p.position(c.Slash, 0), "directive in a _test.go file is ignored: simbagen generates code only for the package's non-test files")
+	warn := func(files []*ast.File, msg string) {
+		for _, f := range files {
+			for _, group := range f.Comments {
+				for _, c := range group.List {
+					if d, err := annotations.Parse(c.Text); d != nil || err != nil || annotations.NearMiss(c.Text) != nil {
+						diags.warnf(p.position(c.Slash, 0), "%s", msg)
+					}
 				}
 			}
 		}
 	}
+	warn(p.TestFiles, "directive in a _test.go file is ignored: simbagen generates code only for the package's non-test files")
+	warn(p.ExcludedFiles, "directive in a file that the build constraints exclude is ignored: simbagen generates code only for the files of the build it loads (set -tags, GOOS or GOARCH to include the file)")
 	return diags
 }
 

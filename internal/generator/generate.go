@@ -17,11 +17,30 @@ import (
 // Format renders f and formats it as gofmt does, with the imports grouped
 // as goimports groups them (the standard library first).
 func Format(f *jen.File, filename string) ([]byte, error) {
+	return render(f, filename, "")
+}
+
+// Source returns the content of m's generated file: [Emit] rendered by
+// [Format], with a //go:build line for m.Constraint, if any, below the
+// header.
+func Source(m *Model) ([]byte, error) {
+	return render(Emit(m), m.Output, m.Constraint)
+}
+
+func render(f *jen.File, filename, buildExpr string) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := f.Render(&buf); err != nil {
 		return nil, fmt.Errorf("simbagen: rendering %s: %w", filename, err)
 	}
-	out, err := imports.Process(filename, buf.Bytes(), &imports.Options{
+	src := buf.Bytes()
+	if buildExpr != "" {
+		header := []byte(Header + "\n")
+		if !bytes.HasPrefix(src, header) {
+			return nil, fmt.Errorf("simbagen: rendering %s: it does not start with the header", filename)
+		}
+		src = slices.Concat(header, []byte("\n//go:build "+buildExpr+"\n"), src[len(header):])
+	}
+	out, err := imports.Process(filename, src, &imports.Options{
 		FormatOnly: true, Comments: true, TabIndent: true, TabWidth: 8,
 	})
 	if err != nil {
@@ -74,7 +93,7 @@ func GeneratePackages(pkgs []*Package) *Result {
 	models := make([]*Model, len(pkgs))
 	exports := make(map[string][]string) // package path → generated names
 	for i, p := range pkgs {
-		res.Diagnostics = append(res.Diagnostics, ExtractTests(p)...)
+		res.Diagnostics = append(res.Diagnostics, ExtractIgnored(p)...)
 		if p.Types == nil || len(p.Files) == 0 {
 			res.Diagnostics = append(res.Diagnostics, p.loadErrors...)
 			continue
@@ -95,9 +114,18 @@ func GeneratePackages(pkgs []*Package) *Result {
 		}
 		res.Diagnostics = append(res.Diagnostics, p.loadErrors...)
 		res.Diagnostics = append(res.Diagnostics, typeErrors(p, exports)...)
-		if models[i] != nil && p.Foreign {
+		switch {
+		case models[i] == nil:
+		case p.Foreign:
 			res.Diagnostics.errorf(pos(p.Output), "%s was not written by simbagen (its first line is not %q); rename it, or delete it to let simbagen write its own",
 				OutputName, Header)
+		case p.OutputExcluded:
+			constraint := "its build constraint"
+			if p.OutputConstraint != "" {
+				constraint = fmt.Sprintf("its build constraint %q", p.OutputConstraint)
+			}
+			res.Diagnostics.errorf(pos(p.Output), "%s is excluded from this build by %s: simbagen generated it for other build tags (or GOOS, GOARCH) and would replace it; run simbagen with those (-tags), or delete the file",
+				OutputName, constraint)
 		}
 	}
 	res.Diagnostics.Sort()
@@ -107,7 +135,7 @@ func GeneratePackages(pkgs []*Package) *Result {
 	for i, p := range pkgs {
 		switch {
 		case models[i] != nil:
-			src, err := Format(Emit(models[i]), p.Output)
+			src, err := Source(models[i])
 			if err != nil {
 				// A bug of simbagen, not of the input: say so plainly.
 				res.Diagnostics.errorf(pos(p.Output), "internal error: %v", err)
@@ -115,7 +143,8 @@ func GeneratePackages(pkgs []*Package) *Result {
 			}
 			res.Changes = append(res.Changes, Change{Path: p.Output, Content: src, Stale: !bytes.Equal(src, p.Previous)})
 		case p.Previous != nil:
-			// Every directive is gone: so is the file (G3).
+			// Every directive is gone: so is the file (G3). An output that
+			// the build excludes has no Previous: it is left alone.
 			res.Changes = append(res.Changes, Change{Path: p.Output, Stale: true})
 		}
 	}

@@ -16,8 +16,13 @@ import (
 
 // The generator's cases live in the top-level testdata module (SPEC G4):
 // testdata/success/NAME is a package whose simba_gen.go is the golden
-// output, and testdata/failure/NAME.txtar holds input files and, in its
-// "want" file, the exact diagnostics. go test -update rewrites both.
+// output; testdata/failure/NAME.txtar holds input files and, in its "want"
+// file, the exact diagnostics; testdata/regenerate/NAME.txtar holds input
+// files that generate without errors, with a previous output among them,
+// and in its "want" file the warnings and the files written or removed. In
+// a txtar, a file named NAME.crlf is written as NAME with CRLF line endings,
+// as git with core.autocrlf checks files out. go test -update rewrites the
+// golden files and the want files.
 var update = flag.Bool("update", false, "rewrite the golden simba_gen.go files and the want files of the txtar cases")
 
 func testdata(t *testing.T) string {
@@ -29,13 +34,18 @@ func testdata(t *testing.T) string {
 	return dir
 }
 
+// goldenTag is the build tag of the success case "tagged", whose
+// annotated functions are in files that need it: the success cases are
+// generated, vetted and tested with it, and vetted without it too.
+const goldenTag = "simbagolden"
+
 // TestGolden generates every success case, loaded once, and compares the
 // output with the committed simba_gen.go. Since the committed file is read
 // as empty while loading, this also checks that regenerating is
 // idempotent.
 func TestGolden(t *testing.T) {
 	root := testdata(t)
-	pkgs, err := Load(Config{Dir: root}, "./success/...")
+	pkgs, err := Load(Config{Dir: root, Tags: []string{goldenTag}}, "./success/...")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,11 +92,11 @@ func TestGolden(t *testing.T) {
 	}
 	// G3: the same model gives the same bytes.
 	for _, m := range res.Models {
-		a, err := Format(Emit(m), m.Output)
+		a, err := Source(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := Format(Emit(m), m.Output)
+		b, _ := Source(m)
 		if !bytes.Equal(a, b) {
 			t.Errorf("%s: two emissions of one model differ", m.Output)
 		}
@@ -103,28 +113,7 @@ func TestFailures(t *testing.T) {
 		t.Fatalf("no failure cases: %v", err)
 	}
 	mod := t.TempDir()
-	writeModule(t, mod, root)
-	archives := make(map[string]*txtar.Archive)
-	for _, file := range files {
-		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
-		ar, err := txtar.ParseFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		archives[name] = ar
-		for _, f := range ar.Files {
-			if f.Name == "want" {
-				continue
-			}
-			path := filepath.Join(mod, name, filepath.FromSlash(f.Name))
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, f.Data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	archives := extractCases(t, mod, root, files)
 	pkgs, err := Load(Config{Dir: mod}, "./...")
 	if err != nil {
 		t.Fatal(err)
@@ -144,24 +133,119 @@ func TestFailures(t *testing.T) {
 					fmt.Fprintln(&got, d.Format(dir))
 				}
 			}
-			i := slices.IndexFunc(ar.Files, func(f txtar.File) bool { return f.Name == "want" })
-			if i < 0 {
-				t.Fatalf("%s has no want file", file)
-			}
-			if *update {
-				ar.Files[i].Data = []byte(got.String())
-				if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if got.Len() == 0 {
+			if got.Len() == 0 && !*update {
 				t.Errorf("no diagnostics")
 			}
-			if diff := lineDiff(string(ar.Files[i].Data), got.String()); diff != "" {
-				t.Errorf("diagnostics (-want +got); go test -update rewrites the want file:\n%s", diff)
-			}
+			compareWant(t, file, ar, got.String())
 		})
+	}
+}
+
+// TestRegenerate extracts every regeneration case into a module of its
+// own, loads them all at once, and compares each case's warnings and
+// changes ("write FILE", "remove FILE") with its want file. It then makes
+// the changes and checks that a second run finds nothing to change.
+func TestRegenerate(t *testing.T) {
+	root := testdata(t)
+	files, err := filepath.Glob(filepath.Join(root, "regenerate", "*.txtar"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no regeneration cases: %v", err)
+	}
+	mod := t.TempDir()
+	archives := extractCases(t, mod, root, files)
+	res, err := Generate(Config{Dir: mod}, "./...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range res.Diagnostics.Errors() {
+		t.Errorf("error (a failure case belongs in testdata/failure): %s", d.Format(mod))
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(mod, name)
+			var got strings.Builder
+			for _, d := range res.Diagnostics {
+				if within(d.Pos.Filename, dir) {
+					fmt.Fprintln(&got, d.Format(dir))
+				}
+			}
+			for _, c := range res.Stale() {
+				if within(c.Path, dir) {
+					verb := "write"
+					if c.Content == nil {
+						verb = "remove"
+					}
+					rel, _ := filepath.Rel(dir, c.Path)
+					fmt.Fprintf(&got, "%s %s\n", verb, filepath.ToSlash(rel))
+				}
+			}
+			compareWant(t, file, archives[name], got.String())
+		})
+	}
+	if err := res.Write(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Generate(Config{Dir: mod}, "./...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range again.Stale() {
+		t.Errorf("after writing the changes, a second run would change %s again", c.Path)
+	}
+}
+
+// extractCases writes the files of every txtar case into mod/NAME, for
+// the case NAME.txtar, and makes mod a module that requires this one from
+// source. It returns the archives by case name.
+func extractCases(t *testing.T, mod, testdata string, files []string) map[string]*txtar.Archive {
+	t.Helper()
+	writeModule(t, mod, testdata)
+	archives := make(map[string]*txtar.Archive)
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
+		ar, err := txtar.ParseFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		archives[name] = ar
+		for _, f := range ar.Files {
+			if f.Name == "want" {
+				continue
+			}
+			data := f.Data
+			if base, ok := strings.CutSuffix(f.Name, ".crlf"); ok {
+				f.Name, data = base, bytes.ReplaceAll(data, []byte("\n"), []byte("\r\n"))
+			}
+			path := filepath.Join(mod, name, filepath.FromSlash(f.Name))
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return archives
+}
+
+// compareWant compares got with the want file of the case ar, read from
+// file, or with -update rewrites the want file with got.
+func compareWant(t *testing.T, file string, ar *txtar.Archive, got string) {
+	t.Helper()
+	i := slices.IndexFunc(ar.Files, func(f txtar.File) bool { return f.Name == "want" })
+	if i < 0 {
+		t.Fatalf("%s has no want file", file)
+	}
+	if *update {
+		ar.Files[i].Data = []byte(got)
+		if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if diff := lineDiff(string(ar.Files[i].Data), got); diff != "" {
+		t.Errorf("(-want +got); go test -update rewrites the want file:\n%s", diff)
 	}
 }
 
@@ -187,7 +271,9 @@ func writeModule(t *testing.T, dir, testdata string) {
 // cases with a client on the memory backend and watch it run (SPEC G4:
 // goldens are compiled and run). Every success case has a test; each
 // benchmark runs once, as the generated code of the bench case is run
-// only there.
+// only there. The module is vetted without goldenTag too: the build that
+// excludes the tagged case's annotated functions must exclude its
+// generated file as well.
 func TestGoldenPackagesRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the testdata module")
@@ -203,7 +289,8 @@ func TestGoldenPackagesRun(t *testing.T) {
 			t.Errorf("testdata/success/%s has no test: its generated code is compiled but never run", c.Name())
 		}
 	}
-	for _, args := range [][]string{{"vet", "./..."}, {"test", "-race", "-count=1", "-bench=.", "-benchtime=1x", "./..."}} {
+	tags := "-tags=" + goldenTag
+	for _, args := range [][]string{{"vet", "./..."}, {"vet", tags, "./..."}, {"test", tags, "-race", "-count=1", "-bench=.", "-benchtime=1x", "./..."}} {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {

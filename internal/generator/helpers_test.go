@@ -2,6 +2,7 @@ package generator
 
 import (
 	"fmt"
+	"go/parser"
 	"go/token"
 	"strings"
 	"testing"
@@ -100,5 +101,56 @@ func TestLoadNoPackage(t *testing.T) {
 	}
 	if !res.Diagnostics.HasErrors() {
 		t.Errorf("no error for a pattern matching nothing: %v", res.Diagnostics)
+	}
+}
+
+func TestNameConstraint(t *testing.T) {
+	for name, want := range map[string]string{
+		"a.go":               "",
+		"linux.go":           "", // the part before the first underscore never counts
+		"a_linux.go":         "linux",
+		"a_b_linux.go":       "linux",
+		"a_amd64.go":         "amd64",
+		"a_linux_amd64.go":   "linux amd64",
+		"a_amd64_linux.go":   "linux",
+		"a_windows_test.go":  "windows",
+		"a_test.go":          "",
+		"a_unix.go":          "", // unix is a build tag, not a file-name suffix
+		"a_android_arm64.go": "android arm64",
+		"a_nope.go":          "",
+	} {
+		var got []string
+		for _, x := range nameConstraint(name) {
+			got = append(got, x.String())
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("nameConstraint(%q) = %q; want %q", name, got, want)
+		}
+	}
+}
+
+func TestFileConstraint(t *testing.T) {
+	for _, tt := range []struct{ name, src, want string }{
+		{"a.go", "package p\n", ""},
+		{"a.go", "//go:build pro\n\npackage p\n", "pro"},
+		{"a_linux.go", "//go:build pro || enterprise\n\npackage p\n", "(pro || enterprise) && linux"},
+		{"a_linux_arm64.go", "package p\n", "linux && arm64"},
+		{"a.go", "// +build pro\n// +build !windows\n\npackage p\n", "pro && !windows"},
+		{"a.go", "//go:build pro\n// +build enterprise\n\npackage p\n", "pro"}, // //go:build wins
+		{"a.go", "// Package p.\n//go:build pro\npackage p\n", ""},             // in the doc comment: not a constraint
+		{"a.go", "package p\n\n//go:build pro\n", ""},                          // after the package clause
+	} {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, tt.name, tt.src, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if x := fileConstraint(f, tt.name); x != nil {
+			got = x.String()
+		}
+		if got != tt.want {
+			t.Errorf("fileConstraint(%s, %q) = %q; want %q", tt.name, tt.src, got, tt.want)
+		}
 	}
 }

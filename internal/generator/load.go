@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"go/ast"
 	"go/build"
+	"go/build/constraint"
 	"go/parser"
 	"go/token"
 	"go/types"
@@ -51,16 +52,30 @@ type Package struct {
 	// not type-checked: simbagen generates nothing for them, but warns
 	// about the directives in them.
 	TestFiles []*ast.File
+	// ExcludedFiles are the package's other files that the build
+	// constraints of this load exclude (//go:build lines, _GOOS and
+	// _GOARCH suffixes, -tags) and that mention "simba:", parsed for their
+	// comments only, as TestFiles are.
+	ExcludedFiles []*ast.File
 
 	// Output is the path of the file to write, Dir/simba_gen.go.
 	Output string
 	// Previous is the content of the simba_gen.go that simbagen wrote
-	// before, nil if there is none.
+	// before, nil if there is none or if the build excludes it. Its line
+	// endings may be CRLF, as git with core.autocrlf checks files out: it
+	// is then stale.
 	Previous []byte
 	// Foreign reports a simba_gen.go that simbagen did not write (it lacks
 	// the header): simbagen neither reads it as previous output nor
 	// overwrites it.
 	Foreign bool
+	// OutputExcluded reports a simba_gen.go that the build constraints of
+	// this load exclude: simbagen wrote it for other build tags (or
+	// GOOS, GOARCH), and neither overwrites nor removes it.
+	OutputExcluded bool
+	// OutputConstraint is the expression of the //go:build line of an
+	// excluded simba_gen.go, "" if it has none.
+	OutputConstraint string
 
 	loadErrors Diagnostics   // list and parse errors
 	typeErrors []types.Error // reported unless caused by the missing output
@@ -86,7 +101,7 @@ func Load(cfg Config, patterns ...string) ([]*Package, error) {
 		Env: cfg.Env,
 		ParseFile: func(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
 			mode := parser.ParseComments | parser.SkipObjectResolution
-			if filepath.Base(filename) == OutputName && bytes.HasPrefix(src, []byte(Header+"\n")) {
+			if filepath.Base(filename) == OutputName && ours(src) {
 				mode = parser.PackageClauseOnly
 				mu.Lock()
 				previous[filename] = src
@@ -121,14 +136,18 @@ func Load(cfg Config, patterns ...string) ([]*Package, error) {
 		}
 		if p.Dir != "" {
 			p.Output = filepath.Join(p.Dir, OutputName)
-			p.TestFiles = parseTestFiles(&ctxt, p.Fset, p.Dir)
+			p.TestFiles, p.ExcludedFiles = parseIgnoredFiles(&ctxt, p.Fset, p.Dir)
 		}
 		mu.Lock()
 		p.Previous = previous[p.Output]
 		mu.Unlock()
 		if p.Previous == nil && p.Output != "" {
-			if _, err := os.Stat(p.Output); err == nil {
-				p.Foreign = true
+			if src, err := os.ReadFile(p.Output); err == nil {
+				p.Foreign = !ours(src)
+				p.OutputExcluded = slices.Contains(lp.IgnoredFiles, p.Output)
+				if p.OutputExcluded {
+					p.OutputConstraint = buildLine(src)
+				}
 			}
 		}
 		for _, e := range lp.Errors {
@@ -171,29 +190,67 @@ func buildContext(cfg Config) build.Context {
 	return ctxt
 }
 
-// parseTestFiles parses, for their comments, the _test.go files of the
-// package in dir that go test would compile (by ctxt) and that mention
-// "simba:" in any case. Most test files do not, and are read but never
-// parsed. Errors are left for the go command to report.
-func parseTestFiles(ctxt *build.Context, fset *token.FileSet, dir string) []*ast.File {
+// ours reports whether src starts with simbagen's header line, ended by LF
+// or, as git with core.autocrlf checks files out, by CRLF.
+func ours(src []byte) bool {
+	rest, ok := bytes.CutPrefix(src, []byte(Header))
+	return ok && (bytes.HasPrefix(rest, []byte("\n")) || bytes.HasPrefix(rest, []byte("\r\n")))
+}
+
+// buildLine returns the expression of the //go:build line of src, "" if
+// it has none.
+func buildLine(src []byte) string {
+	for line := range strings.Lines(string(src)) {
+		line = strings.TrimSpace(line)
+		if constraint.IsGoBuild(line) {
+			if expr, err := constraint.Parse(line); err == nil {
+				return expr.String()
+			}
+		}
+		if strings.HasPrefix(line, "package ") {
+			break
+		}
+	}
+	return ""
+}
+
+// parseIgnoredFiles parses, for their comments, the files of the package
+// in dir that mention "simba:" in any case but that the build does not
+// type-check: the _test.go files that go test would compile (by ctxt),
+// those that it would not, and the other files that ctxt's build
+// constraints exclude, but the previous output. Most files do not mention
+// "simba:", and are read but never parsed. Errors are left for the go
+// command to report.
+func parseIgnoredFiles(ctxt *build.Context, fset *token.FileSet, dir string) (tests, excluded []*ast.File) {
 	bp, _ := ctxt.ImportDir(dir, 0)
 	if bp == nil {
-		return nil
+		return nil, nil
 	}
-	var files []*ast.File
-	for _, name := range slices.Concat(bp.TestGoFiles, bp.XTestGoFiles) {
+	parse := func(name string) *ast.File {
 		filename := filepath.Join(dir, name)
 		src, err := os.ReadFile(filename)
 		// "imba:" rather than "simba:": strings.EqualFold, as NearMiss
 		// uses, also folds 'ſ' to 's'.
 		if err != nil || !bytes.Contains(bytes.ToLower(src), []byte("imba:")) {
+			return nil
+		}
+		f, _ := parser.ParseFile(fset, filename, src, parser.ParseComments|parser.SkipObjectResolution)
+		return f
+	}
+	for _, name := range slices.Concat(bp.TestGoFiles, bp.XTestGoFiles, bp.IgnoredGoFiles) {
+		if name == OutputName || !strings.HasSuffix(name, ".go") {
 			continue
 		}
-		if f, _ := parser.ParseFile(fset, filename, src, parser.ParseComments|parser.SkipObjectResolution); f != nil {
-			files = append(files, f)
+		f := parse(name)
+		switch {
+		case f == nil:
+		case strings.HasSuffix(name, "_test.go"):
+			tests = append(tests, f)
+		default:
+			excluded = append(excluded, f)
 		}
 	}
-	return files
+	return tests, excluded
 }
 
 // compilerOutput reports whether a go list error is the compiler's report

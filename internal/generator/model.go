@@ -13,6 +13,10 @@ type Model struct {
 	Output    string         // the file to write
 	Tasks     []*Task        // in source order
 	Receivers []*Receiver    // the receiver types of annotated methods, in order of first use
+	// Constraint is the build constraint of the files of the annotated
+	// functions, which the generated file carries on its //go:build line;
+	// "" if they have none.
+	Constraint string
 }
 
 // Task is one annotated function and what its registration does.
@@ -22,6 +26,9 @@ type Task struct {
 	Pos       token.Position         // of the directive
 	Func      *types.Func            // the annotated function or method
 	Register  string                 // the generated registration function's name
+	// Constraint is the build constraint of the function's file, "" if
+	// none (see [Model.Constraint]).
+	Constraint string
 
 	// Recv is the receiver type of a method, nil for a function.
 	Recv *Receiver
@@ -42,6 +49,10 @@ type Receiver struct {
 	// Pointer tells whether RegisterAll takes a pointer: true if any of
 	// the annotated methods has a pointer receiver.
 	Pointer bool
+	// Names are the receiver names that the annotated methods declare,
+	// in order, without duplicates or blanks: the generated parameter's
+	// names if the type's own is taken.
+	Names []string
 }
 
 // Partitioned reports whether t is a //simba:partitioned task.

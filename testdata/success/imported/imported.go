@@ -16,7 +16,7 @@ import (
 )
 
 // model is a package-level name that is also the name of an imported
-// package: simba_gen.go imports that package as model2.
+// package: simba_gen.go imports that package as modelpkg.
 var model = "not the package"
 
 // A call is one call of Fulfil, Paginate or Punch, recorded for the test.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	simbart "github.com/simba-go/simba/runtime"
-	model2 "github.com/simba-go/simba/testdata/success/imported/model"
+	modelpkg "github.com/simba-go/simba/testdata/success/imported/model"
 )
 
 // A runtime too old for this file fails to compile here.
@@ -16,9 +16,9 @@ var _ = simbart.SupportPackageIsVersion1
 // Signature guards: a function whose signature changed since this file was
 // generated fails to compile here. Run go generate again.
 var (
-	_ func(context.Context, *simbart.Term, model2.Order) error                    = Fulfil
-	_ func(context.Context, *simbart.Term, model2.Page[time.Duration]) error      = Paginate
-	_ func(context.Context, *simbart.Term, int, map[Ticket][]*model2.Order) error = Punch
+	_ func(context.Context, *simbart.Term, modelpkg.Order) error                    = Fulfil
+	_ func(context.Context, *simbart.Term, modelpkg.Page[time.Duration]) error      = Paginate
+	_ func(context.Context, *simbart.Term, int, map[Ticket][]*modelpkg.Order) error = Punch
 )
 
 // RegisterFulfil starts Fulfil on c under the lease "imported.fulfil": while c

@@ -11,9 +11,12 @@ import (
 )
 
 // The generated code runs although the package declares the names of its
-// locals: Use calls the generated RegisterAll, whose wrapper (run2) calls
-// run on each item that items returns (held in items2), and whose receiver
-// parameter (c2) is not the client (c). Each call gets a valid term.
+// locals: Use calls the generated RegisterAll, whose wrapper (steps) calls
+// run on each item that items returns (held in batch), whose receiver
+// parameter (c) is not the client (client), and whose wrapper for T.Apply
+// names its term term, as the receiver is t; the receiver of
+// (*Error).Report is e, as the method names it. Each call gets a valid
+// term.
 func TestLocalsRun(t *testing.T) {
 	mu.Lock()
 	calls = nil // from an earlier run, with -count
@@ -27,30 +30,39 @@ func TestLocalsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(regs) != 2 {
-		t.Fatalf("RegisterAll started %d registrations; want 2", len(regs))
+	if len(regs) != 4 {
+		t.Fatalf("RegisterAll started %d registrations; want 4", len(regs))
 	}
 	var ns []int
-	do := false
+	do, report, apply := false, false, 0
 	deadline := stdtime.Now().Add(10 * stdtime.Second)
-	for len(ns) < 3 || !do {
+	for len(ns) < 3 || !do || !report || apply == 0 {
 		if stdtime.Now().After(deadline) {
-			t.Fatalf("in 10s run got %v and Do ran: %v; want run to get 1, 2, 3 and Do to run", ns, do)
+			t.Fatalf("in 10s run got %v, Do ran: %v, Report ran: %v, Apply got an item of length %d; want run to get 1, 2, 3, Do and Report to run, Apply to get \"abcd\"",
+				ns, do, report, apply)
 		}
 		stdtime.Sleep(10 * stdtime.Millisecond)
-		ns, do = nil, false
+		ns, do, report, apply = nil, false, false, 0
 		mu.Lock()
 		for _, x := range calls {
 			if x.token <= 0 || !x.valid {
 				t.Errorf("%s called with token %d, valid %v; want a valid term with a token > 0", x.fn, x.token, x.valid)
 			}
-			if x.fn == "Do" {
+			switch x.fn {
+			case "Do":
 				do = true
-			} else {
+			case "Report":
+				report = true
+			case "Apply":
+				apply = x.n
+			default:
 				ns = append(ns, x.n)
 			}
 		}
 		mu.Unlock()
+	}
+	if apply != 4 {
+		t.Errorf("Apply got an item of length %d; want 4 (\"abcd\")", apply)
 	}
 	for _, r := range regs {
 		if err := r.Stop(context.Background()); err != nil {

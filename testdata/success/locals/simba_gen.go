@@ -4,7 +4,7 @@ package locals
 
 import (
 	"context"
-	time2 "time"
+	stdtime "time"
 
 	simbart "github.com/simba-go/simba/runtime"
 )
@@ -15,61 +15,110 @@ var _ = simbart.SupportPackageIsVersion1
 // Signature guards: a function whose signature changed since this file was
 // generated fails to compile here. Run go generate again.
 var (
-	_ func(context.Context, *simbart.Term, int) error = run
-	_ func(*C, context.Context, *simbart.Term) error  = (*C).Do
+	_ func(context.Context, *simbart.Term, int) error       = run
+	_ func(*C, context.Context, *simbart.Term) error        = (*C).Do
+	_ func(T, context.Context, *simbart.Term, string) error = T.Apply
+	_ func(*Error, context.Context, *simbart.Term) error    = (*Error).Report
 )
 
-// RegisterRun starts run on c under the lease "locals.run": while c holds the
-// lease, it runs run on each item that items yields, every 1s. A run starts
-// only if the term stays valid for more than 100ms. Before each item, it checks
-// again that the term stays valid for more than 100ms; an item's error or a
-// failed check ends the run. It does not block: stop the registration to hand
-// the work over. The directive on run:
+// RegisterRun starts run on client under the lease "locals.run": while client
+// holds the lease, it runs run on each item that items yields, every 1s. A run
+// starts only if the term stays valid for more than 100ms. Before each item, it
+// checks again that the term stays valid for more than 100ms; an item's error
+// or a failed check ends the run. It does not block: stop the registration to
+// hand the work over. The directive on run:
 //
 //	//simba:scheduled lease=locals.run rate=1s step=100ms items=items
-func RegisterRun(c *simbart.Client) (simbart.Registration, error) {
-	const step = 100 * time2.Millisecond
-	run2 := func(ctx context.Context, t *simbart.Term) error {
-		items2, err := items(ctx, t)
+func RegisterRun(client *simbart.Client) (simbart.Registration, error) {
+	const step = 100 * stdtime.Millisecond
+	steps := func(ctx context.Context, term *simbart.Term) error {
+		batch, err := items(ctx, term)
 		if err != nil {
 			return err
 		}
-		for _, item := range items2 {
+		for _, item := range batch {
 			// Start an item only if the term stays valid for more than step.
-			if err := t.EnsureValid(step); err != nil {
+			if err := term.EnsureValid(step); err != nil {
 				return err
 			}
-			if err := run(ctx, t, item); err != nil {
+			if err := run(ctx, term, item); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	e, err := c.StartSchedule("locals.run", simbart.Schedule{Rate: time2.Second, Step: step}, run2)
+	reg, err := client.StartSchedule("locals.run", simbart.Schedule{Rate: stdtime.Second, Step: step}, steps)
 	if err != nil {
 		return nil, err
 	}
-	return e, nil
+	return reg, nil
 }
 
-// RegisterCDo starts (*C).Do on c under the lease "locals.do": while c holds
-// the lease, it runs Do every 1s. It does not block: stop the registration to
-// hand the work over. The directive on Do:
+// RegisterCDo starts (*C).Do on client under the lease "locals.do": while
+// client holds the lease, it runs Do every 1s. It does not block: stop the
+// registration to hand the work over. The directive on Do:
 //
 //	//simba:scheduled lease=locals.do rate=1s
-func RegisterCDo(c *simbart.Client, c2 *C) (simbart.Registration, error) {
-	e, err := c.StartSchedule("locals.do", simbart.Schedule{Rate: time2.Second}, c2.Do)
+func RegisterCDo(client *simbart.Client, c *C) (simbart.Registration, error) {
+	reg, err := client.StartSchedule("locals.do", simbart.Schedule{Rate: stdtime.Second}, c.Do)
 	if err != nil {
 		return nil, err
 	}
-	return e, nil
+	return reg, nil
 }
 
-// RegisterAll starts run and (*C).Do on c, in source order, without blocking.
-// If one fails to start, it stops those it started and returns the error.
-func RegisterAll(c *simbart.Client, c2 *C) ([]simbart.Registration, error) {
+// RegisterTApply starts T.Apply on client under the lease "locals.apply": while
+// client holds the lease, it runs Apply on each item that Pending yields, every
+// 1s. Before each item, it checks that the term is still valid; an item's error
+// or a failed check ends the run. It does not block: stop the registration to
+// hand the work over. The directive on Apply:
+//
+//	//simba:scheduled lease=locals.apply rate=1s items=Pending
+func RegisterTApply(client *simbart.Client, t T) (simbart.Registration, error) {
+	steps := func(ctx context.Context, term *simbart.Term) error {
+		for item, err := range t.Pending(ctx, term) {
+			if err != nil {
+				return err
+			}
+			// Start an item only if the term is still valid.
+			if err := term.EnsureValid(0); err != nil {
+				return err
+			}
+			if err := t.Apply(ctx, term, item); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	reg, err := client.StartSchedule("locals.apply", simbart.Schedule{Rate: stdtime.Second}, steps)
+	if err != nil {
+		return nil, err
+	}
+	return reg, nil
+}
+
+// RegisterErrorReport starts (*Error).Report on client under the lease
+// "locals.report": while client holds the lease, it runs Report every 1s. It
+// does not block: stop the registration to hand the work over. The directive on
+// Report:
+//
+//	//simba:scheduled lease=locals.report rate=1s
+func RegisterErrorReport(client *simbart.Client, e *Error) (simbart.Registration, error) {
+	reg, err := client.StartSchedule("locals.report", simbart.Schedule{Rate: stdtime.Second}, e.Report)
+	if err != nil {
+		return nil, err
+	}
+	return reg, nil
+}
+
+// RegisterAll starts run, (*C).Do, T.Apply and (*Error).Report on client, in
+// source order, without blocking. If one fails to start, it stops those it
+// started and returns the error.
+func RegisterAll(client *simbart.Client, c *C, t T, e *Error) ([]simbart.Registration, error) {
 	return simbart.StartAll(
-		func() (simbart.Registration, error) { return RegisterRun(c) },
-		func() (simbart.Registration, error) { return RegisterCDo(c, c2) },
+		func() (simbart.Registration, error) { return RegisterRun(client) },
+		func() (simbart.Registration, error) { return RegisterCDo(client, c) },
+		func() (simbart.Registration, error) { return RegisterTApply(client, t) },
+		func() (simbart.Registration, error) { return RegisterErrorReport(client, e) },
 	)
 }

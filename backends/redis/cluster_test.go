@@ -1,0 +1,132 @@
+package simbaredis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendtest"
+	"github.com/simba-go/simba/internal/enginetest"
+	"github.com/simba-go/simba/internal/faultnet"
+	"github.com/simba-go/simba/internal/testservers"
+)
+
+// clusterOptions are the go-redis options of the tests' cluster clients, as
+// clientOptions are for a single server.
+func clusterOptions(addrs []string) *redis.ClusterOptions {
+	return &redis.ClusterOptions{
+		Addrs:                 addrs,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            1,
+		DialerRetries:         1,
+		DialTimeout:           time.Second,
+	}
+}
+
+// newClusterBackend returns a backend on a fresh namespace of the Redis
+// Cluster, through client; its keys (one slot) are deleted from the master
+// that holds them when the test ends.
+func newClusterBackend(t *testing.T, addrs []string, client *redis.ClusterClient) *Backend {
+	t.Helper()
+	prefix := uniquePrefix()
+	b, err := New(client, WithPrefix(prefix), WithMaxLease(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClusterClient(clusterOptions(addrs))
+	t.Cleanup(func() {
+		b.Close()
+		defer admin.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		node, err := admin.MasterForKey(ctx, b.keys.meta())
+		if err != nil {
+			t.Logf("finding the master of %s: %v", b.keys, err)
+			return
+		}
+		deleteKeys(t, node, b.keys)
+	})
+	waitGuard(t, b)
+	return b
+}
+
+// TestConformanceCluster runs the conformance suite against a three-master
+// Redis Cluster: every namespace lives in one slot (the hash tag {prefix}),
+// scripts route by their first key and build the others in the same slot,
+// PUBLISH reaches every node, and the armed scripts are loaded on the
+// master of the namespace's slot. The restart of a private server is the
+// single-server suite's; a cluster's fail-over is the Sentinel test's
+// business.
+func TestConformanceCluster(t *testing.T) {
+	addrs := testservers.RedisCluster(t)
+	newClient := func(t *testing.T, o *redis.ClusterOptions) *redis.ClusterClient {
+		c := redis.NewClusterClient(o)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	const ttl = 2 * time.Second
+	backendtest.Run(t, backendtest.Harness{
+		New: func(t *testing.T) backends.Backend {
+			return newClusterBackend(t, addrs, newClient(t, clusterOptions(addrs)))
+		},
+		TTL:      ttl,
+		MaxLease: 2 * time.Second,
+		ExpireSession: func(t *testing.T, b backends.Backend, id backends.SessionID) {
+			rb := b.(*Backend)
+			expireSession(t, rb.client, rb.keys, string(id))
+		},
+		NewCuttable: func(t *testing.T) (backends.Backend, func() func()) {
+			link := faultnet.New()
+			o := clusterOptions(addrs)
+			o.Dialer = link.Dial
+			b := newClusterBackend(t, addrs, newClient(t, o))
+			return b, func() func() { link.Cut(); return link.Heal }
+		},
+	})
+}
+
+// The engine end to end on the Redis Cluster.
+func TestEngineCluster(t *testing.T) {
+	addrs := testservers.RedisCluster(t)
+	enginetest.Run(t, enginetest.Harness{
+		New: func(t *testing.T) backends.Backend {
+			c := redis.NewClusterClient(clusterOptions(addrs))
+			t.Cleanup(func() { c.Close() })
+			return newClusterBackend(t, addrs, c)
+		},
+		Lease: 2 * time.Second,
+	})
+}
+
+// The armed scripts on a cluster are loaded on the master of the
+// namespace's slot, and used.
+func TestArmedCluster(t *testing.T) {
+	addrs := testservers.RedisCluster(t)
+	c := redis.NewClusterClient(clusterOptions(addrs))
+	t.Cleanup(func() { c.Close() })
+	b := newClusterBackend(t, addrs, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := b.armed.set.Load()
+	if set == nil {
+		t.Fatal("a backend on a Redis 7 cluster is not armed after its first guarded call")
+	}
+	node, err := c.MasterForKey(ctx, b.keys.meta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists, err := node.ScriptExists(ctx, set.sha[scriptAcquire]).Result()
+	if err != nil || len(exists) != 1 || !exists[0] {
+		t.Errorf("the armed acquire script on the namespace's master: %v, %v; want it loaded", exists, err)
+	}
+	if _, err := s.Acquire(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+}
