@@ -28,7 +28,8 @@
 // interceptor), and that can blackhole the node.
 //
 //   - Graceful hand-off: two nodes; the waiter is blocked in its acquire
-//     (given 20 ms to block, plus a random 0–100 ms so that the release falls
+//     (given 150 ms to block — etcd brings a new watch up to date on a
+//     100 ms loop — plus a random 0–100 ms so that the release falls
 //     at any phase of a polling waiter's retry period); from the holder's
 //     release call to the waiter's acquire returning. Median and p99 over
 //     Options.HandOffs; the nodes swap roles after each.

@@ -73,8 +73,11 @@ func (o Options) withDefaults() Options {
 // Timing of the measurements.
 const (
 	// settle is how long a waiter is given to block (its first attempt
-	// refused, its watch set) before the holder releases or crashes.
-	settle = 20 * time.Millisecond
+	// refused, its watch set and in step) before the holder releases or
+	// crashes: longer than etcd's 100 ms loop that brings a watch started
+	// at an older revision up to date (until then a deletion reaches the
+	// waiter only at that loop's next turn).
+	settle = 150 * time.Millisecond
 
 	// releaseJitter spreads the release over a polling waiter's retry
 	// period (redislock's 100 ms; redsync draws 50–250 ms per retry), so

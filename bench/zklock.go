@@ -15,7 +15,7 @@ import (
 // ZooKeeper. Each node is one zk.Conn with a 2 s session timeout (the
 // server, whose tickTime is 500 ms, grants it as asked), so the driver
 // pings every third of it (667 ms) and the server expires a silent session
-// within [2 s, 2.5 s]. The lock is the recipe's: an ephemeral sequential
+// within [2 s, 2 s + zkTickTime]. The lock is the recipe's: an ephemeral sequential
 // node under the lock's path, the children listed, and, if an older node
 // exists, a watch on the one just before it. Everything else is
 // go-zookeeper's default.
@@ -165,3 +165,7 @@ func (n *zkLockNode) Close(context.Context) error {
 type zkHeld struct{ l *zk.Lock }
 
 func (h zkHeld) Release(context.Context) error { return h.l.Unlock() }
+
+// zkTickTime is the shared ZooKeeper's tickTime (scripts/services.sh): a
+// session is expired within a tick after its timeout.
+const zkTickTime = 500 * time.Millisecond
