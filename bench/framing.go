@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"strconv"
+	"strings"
 )
 
 // Framing is a store's wire framing, as far as the harness needs it: where
@@ -32,6 +33,12 @@ type requestCounter interface {
 	feed(p []byte) int
 }
 
+// commandNamer is implemented by counters that can tell which commands they
+// counted (RESP): names returns those completed since the last call.
+type commandNamer interface {
+	names() []string
+}
+
 func (f Framing) newCounter() requestCounter {
 	switch f {
 	case FramingRESP:
@@ -50,12 +57,30 @@ type respCounter struct {
 	line  []byte // a header line not yet ended
 	elems int    // bulk strings still to come in the current array
 	skip  int    // bytes of a bulk string (and its CRLF) still to come
+
+	first bool     // the next bulk string is the command's name
+	name  []byte   // the name being read
+	want  int      // its length
+	done  []string // names completed, until taken
+}
+
+func (r *respCounter) names() []string {
+	d := r.done
+	r.done = nil
+	return d
 }
 
 func (r *respCounter) feed(p []byte) (n int) {
 	for len(p) > 0 {
 		if r.skip > 0 {
 			k := min(r.skip, len(p))
+			if r.want > 0 {
+				r.name = append(r.name, p[:min(k, r.want-len(r.name))]...)
+				if len(r.name) == r.want {
+					r.done = append(r.done, strings.ToUpper(string(r.name)))
+					r.name, r.want = r.name[:0], 0
+				}
+			}
 			r.skip -= k
 			p = p[k:]
 			continue
@@ -75,12 +100,19 @@ func (r *respCounter) feed(p []byte) (n int) {
 		case r.elems == 0 && line[0] == '*':
 			n++
 			r.elems, _ = strconv.Atoi(string(line[1:]))
+			r.first = true
 		case r.elems == 0:
 			n++ // an inline command
+			name, _, _ := strings.Cut(string(line), " ")
+			r.done = append(r.done, strings.ToUpper(name))
 		case line[0] == '$':
 			l, _ := strconv.Atoi(string(line[1:]))
 			r.skip = max(l, 0) + 2
 			r.elems--
+			if r.first && l > 0 && l <= 32 {
+				r.want = l
+			}
+			r.first = false
 		default:
 			r.elems--
 		}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/binary"
+	"strings"
 	"testing"
 )
 
@@ -15,6 +16,21 @@ func feedSplit(c requestCounter, p []byte, step int) int {
 		p = p[k:]
 	}
 	return n
+}
+
+func TestRESPNames(t *testing.T) {
+	in := []byte("*2\r\n$7\r\nevalsha\r\n$1\r\nk\r\nPING\r\n*1\r\n$4\r\nPING\r\n")
+	for step := 1; step <= len(in); step++ {
+		c := &respCounter{}
+		var got []string
+		for p := in; len(p) > 0; p = p[min(step, len(p)):] {
+			c.feed(p[:min(step, len(p))])
+			got = append(got, c.names()...)
+		}
+		if strings.Join(got, " ") != "EVALSHA PING PING" {
+			t.Fatalf("written %d bytes at a time: names %q; want EVALSHA PING PING", step, got)
+		}
+	}
 }
 
 func TestCounters(t *testing.T) {

@@ -106,6 +106,9 @@ type Row struct {
 
 	Period     time.Duration // the renewal period requests are counted per
 	PerRenewal map[int]float64
+	// RenewalCommands (RESP) are the requests per renewal period by
+	// command, with the first size of leases held.
+	RenewalCommands map[string]float64
 
 	AcqRel       []time.Duration // all rounds
 	AcqRelRounds []time.Duration // each round's median
@@ -493,9 +496,17 @@ func requestsPerRenewal(ctx context.Context, t Target, r *Row, n int, o Options)
 	if counted {
 		ren0 = rc.Renewals()
 	}
-	req0, t0 := net.Requests(), time.Now()
+	req0, cmd0, t0 := net.Requests(), net.Commands(), time.Now()
 	time.Sleep(time.Duration(o.Window) * nominal)
-	req1, t1 := net.Requests(), time.Now()
+	req1, cmd1, t1 := net.Requests(), net.Commands(), time.Now()
+	if n == o.Sizes[0] && cmd1 != nil {
+		r.RenewalCommands = map[string]float64{}
+		for name, c := range cmd1 {
+			if d := c - cmd0[name]; d > 0 {
+				r.RenewalCommands[name] = float64(d) / float64(o.Window)
+			}
+		}
+	}
 	if period <= 0 {
 		ren := rc.Renewals() - ren0
 		if ren <= 0 {

@@ -20,6 +20,24 @@ type NodeNet struct {
 
 	requests  atomic.Int64
 	lastReply atomic.Int64 // Unix ns of the last read that returned data
+
+	mu       sync.Mutex
+	commands map[string]int64 // RESP: requests by command name
+}
+
+// Commands returns the requests counted so far by command name, where the
+// framing names them (RESP), or nil.
+func (n *NodeNet) Commands() map[string]int64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.commands == nil {
+		return nil
+	}
+	m := make(map[string]int64, len(n.commands))
+	for k, v := range n.commands {
+		m[k] = v
+	}
+	return m
 }
 
 // newNodeNet returns a NodeNet that is up and counts requests with f.
@@ -90,7 +108,21 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	if k > 0 && c.counter != nil {
 		c.mu.Lock()
 		reqs := c.counter.feed(p[:k])
+		var names []string
+		if cn, ok := c.counter.(commandNamer); ok {
+			names = cn.names()
+		}
 		c.mu.Unlock()
+		if len(names) > 0 {
+			c.n.mu.Lock()
+			if c.n.commands == nil {
+				c.n.commands = map[string]int64{}
+			}
+			for _, name := range names {
+				c.n.commands[name]++
+			}
+			c.n.mu.Unlock()
+		}
 		if reqs > 0 {
 			c.n.requests.Add(int64(reqs))
 		}

@@ -88,6 +88,9 @@ func Markdown(w io.Writer, rows []Row, o Options) {
 		if r.Period > 0 {
 			fmt.Fprintf(w, " Renewal period %s.", dur(r.Period))
 		}
+		if len(r.RenewalCommands) > 0 {
+			fmt.Fprintf(w, " Requests per renewal with %s lease(s), by command: %s.", groupDigits(o.Sizes[0]), rateList(r.RenewalCommands))
+		}
 		if len(r.RawRounds) > 0 {
 			fmt.Fprintf(w, " Raw pair: %s, rounds' medians %s.", rawWhat[r.Impl.Store], durList(r.RawRounds))
 		}
@@ -129,6 +132,28 @@ func commandList(m map[string]commandRate) string {
 	parts := make([]string, 0, len(names))
 	for _, n := range names {
 		parts = append(parts, fmt.Sprintf("%s ×%.2f %.1f µs", strings.ToUpper(n), m[n].Calls, m[n].Usec))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// rateList formats requests per period by command, most first.
+func rateList(m map[string]float64) string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if m[a] != m[b] {
+			if m[a] > m[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.2f", n, m[n])
 	}
 	return strings.Join(parts, ", ")
 }
