@@ -13,9 +13,19 @@ services: ## install (if missing) and start Redis, PostgreSQL and ZooKeeper on l
 services-down: ## stop the servers that `make services` started
 	bash scripts/services.sh down
 
+# Nested modules (a go.mod of their own, so the root module does not inherit
+# their dependencies): make test and make lint run them too, one line each.
+# bench/, the side-by-side comparison, has lines of its own: its tests run
+# with -short (the smoke test), and `make compare` runs the comparison.
+NESTED := \
+	extra/simbaprometheus \
+	extra/simbaotel
+
 # SIMBA_REQUIRE_SERVICES=1: a test whose server is missing fails instead of skipping.
-test: services lint ## start the servers, vet, check gofmt, run every test with -race
+test: services lint ## start the servers, vet, check gofmt, run every test with -race (nested modules too)
 	SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
+	@for m in $(NESTED); do echo "== $$m"; (cd $$m && SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; done
+	@echo "== bench (the comparison's smoke test: every row once)"
 	cd bench && SIMBA_REQUIRE_SERVICES=1 $(GO) test -short -count=1 -timeout 5m ./...
 
 # The examples are built once (the first build on a fresh machine compiles
@@ -42,8 +52,9 @@ compare: services ## the table of the README's "How we compare": ours and the pe
 generate: ## run go generate (simbagen writes each package's simba_gen.go)
 	$(GO) generate ./...
 
-lint: ## go vet; fail if gofmt would change a file or a generated file is stale
+lint: ## go vet (nested modules too); fail if gofmt would change a file or a generated file is stale
 	$(GO) vet ./...
+	@for m in $(NESTED); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	cd bench && $(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l lists files (run gofmt -w):"; echo "$$out"; exit 1; fi
 	$(GO) tool simbagen -check ./...

@@ -60,9 +60,9 @@ type Directive struct {
 	Rate, Delay time.Duration
 	// Initial is the wait after each election before the first run.
 	Initial time.Duration
-	// Step is the validity each run and each item needs (SPEC E1).
+	// Step is the validity each run and each item needs (E1).
 	Step time.Duration
-	// Items names the source of typed steps (SPEC G2), "" if none.
+	// Items names the source of typed steps (G2), "" if none.
 	Items string
 
 	// Args are the arguments as written, in order, for pointing at one of
@@ -452,7 +452,7 @@ func (p *parser) check() {
 	if _, ok := p.seen["partitions"]; !ok {
 		p.errorf(0, "partitions", "%spartitioned needs partitions=N, N from 1 to %d", Prefix, backends.MaxPartitions)
 	}
-	// The longest partition lease name must be valid too (SPEC §13).
+	// The longest partition lease name must be valid too (§13).
 	if d.Name != "" && d.Partitions > 0 {
 		if err := backends.ValidateGroup(d.Name, d.Partitions); err != nil {
 			a := d.Args[p.seen["group"]]

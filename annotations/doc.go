@@ -1,4 +1,4 @@
-// Package annotations parses and validates the simba directives (SPEC §14,
+// Package annotations parses and validates the simba directives (§14,
 // rules G1 and G4) on their own, without loading any Go code. The generator,
 // cmd/simbagen (run from a //go:generate go tool simbagen line), uses it; so
 // can any tool that wants to read the directives.
@@ -27,7 +27,7 @@
 // # Keys
 //
 //	lease=NAME        //simba:scheduled only, required. The lease the schedule runs under:
-//	                  1 to 128 characters of [A-Za-z0-9._:-], neither "." nor ".." (SPEC T1).
+//	                  1 to 128 characters of [A-Za-z0-9._:-], neither "." nor ".." (T1).
 //	group=NAME        //simba:partitioned only, required. The partition group; partition i
 //	                  is the lease NAME.i, and the longest of those, NAME.(N-1), must
 //	                  be a valid lease name too.
@@ -41,9 +41,9 @@
 //	initial=DURATION  Wait this long after each election before the first run.
 //	                  Default 0.
 //	step=DURATION     The validity a step needs: the minimum passed to
-//	                  Term.EnsureValid before every run and every item (SPEC E1).
+//	                  Term.EnsureValid before every run and every item (E1).
 //	                  Default 0.
-//	items=SOURCE      Typed steps (SPEC G2): SOURCE is a Go identifier, the function
+//	items=SOURCE      Typed steps (G2): SOURCE is a Go identifier, the function
 //	                  (or method of the same receiver) that yields the work items.
 //
 // Durations are written as [time.ParseDuration] reads them ("90s", "1m30s",

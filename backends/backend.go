@@ -8,14 +8,14 @@ import (
 // Token is a fencing token: greater than zero, constant within one term,
 // strictly increasing across the terms of one lease name. Protected resources
 // accept a write only if its token is not lower than the highest they have
-// accepted (SPEC F1).
+// accepted (F1).
 //
 // Tokens of one store come from one counter per store (a PostgreSQL sequence, a
 // Redis counter, ZooKeeper's czxid), so they also increase across names; the
 // engine relies only on the per-name order. On Redis they stay below 2^53.
 type Token int64
 
-// SessionID identifies one session instance and is never reused (SPEC S2):
+// SessionID identifies one session instance and is never reused (S2):
 // 128 random bits on PostgreSQL, Redis and the memory store; the ZooKeeper
 // session id on ZooKeeper. The empty SessionID means "no session".
 type SessionID string
@@ -55,7 +55,7 @@ type SessionOptions struct {
 // Session is one node's session in a store. Its methods are safe for
 // concurrent use, and each is one round trip to the store unless its
 // documentation says otherwise. Every method takes a context that bounds the
-// call (the engine sets a deadline of one renewal period, SPEC D2); a call
+// call (the engine sets a deadline of one renewal period, D2); a call
 // whose context ends returns an error wrapping the context's error.
 //
 // Every method of a session that expired, was closed or that the store no
@@ -125,7 +125,7 @@ type Session interface {
 	Members(ctx context.Context, group string) (GroupView, error)
 
 	// Close ends the session at once: the store releases every lease it holds
-	// and ends its memberships (SPEC S4), waking watchers. Closing a session
+	// and ends its memberships (S4), waking watchers. Closing a session
 	// that has already ended returns nil. After Close, other methods return
 	// errors wrapping [ErrSessionExpired].
 	Close(ctx context.Context) error
@@ -135,7 +135,7 @@ type Session interface {
 type Renewal struct {
 	// Remaining is the session's time to live as the store measured it when
 	// it handled the call. It is a duration, never a point in time: the
-	// engine turns it into a deadline on its own monotonic clock (SPEC D1).
+	// engine turns it into a deadline on its own monotonic clock (D1).
 	Remaining time.Duration
 
 	// StoreTime is the store's wall clock when it handled the call, or the

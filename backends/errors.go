@@ -11,7 +11,7 @@ import "errors"
 var (
 	// ErrSessionExpired reports that the session expired, was closed, or is
 	// unknown to the store (for example after the store lost its state). An
-	// expired session never comes back (SPEC S3).
+	// expired session never comes back (S3).
 	ErrSessionExpired = errors.New("session expired")
 
 	// ErrLeaseHeld reports that another live session holds the lease (the
@@ -22,7 +22,7 @@ var (
 	// ErrRecovering reports that the store lost its state (a restart
 	// without persistence, an older snapshot, a fail-over) and grants no
 	// lease until the longest lease it could have granted has passed (the
-	// amnesia guard, SPEC §15). Errors matching it also match ErrLeaseHeld:
+	// amnesia guard, §15). Errors matching it also match ErrLeaseHeld:
 	// the lease may still be held by a session the store forgot.
 	ErrRecovering = errors.New("store recovering from a loss of state")
 

@@ -8,13 +8,13 @@ import (
 	"unicode/utf8"
 )
 
-// MaxNameLen is the longest lease name, in bytes (SPEC T1).
+// MaxNameLen is the longest lease name, in bytes (T1).
 const MaxNameLen = 128
 
-// MaxPartitions is the largest partition count of a group (SPEC §13).
+// MaxPartitions is the largest partition count of a group (§13).
 const MaxPartitions = 65536
 
-// NameError describes a lease or group name that breaks SPEC T1. It matches
+// NameError describes a lease or group name that breaks T1. It matches
 // [ErrInvalidName] with errors.Is.
 type NameError struct {
 	Name   string // the rejected name, as given
@@ -29,7 +29,7 @@ func (e *NameError) Error() string {
 // Is reports whether target is [ErrInvalidName].
 func (e *NameError) Is(target error) bool { return target == ErrInvalidName }
 
-// ValidateName reports whether name is a valid lease name (SPEC T1): 1 to 128
+// ValidateName reports whether name is a valid lease name (T1): 1 to 128
 // characters of [A-Za-z0-9._:-], and neither "." nor "..", so that a name
 // means the same thing as a Redis key, a ZooKeeper path segment and a SQL
 // value. It returns nil or a *NameError that names the first problem.
@@ -85,7 +85,7 @@ func SplitPartition(name string) (group string, i int, ok bool) {
 // ValidateGroup reports whether group is a valid group name with the given
 // number of partitions: 1 ≤ partitions ≤ [MaxPartitions], and every partition
 // lease name, up to [PartitionName](group, partitions-1), is a valid lease
-// name (SPEC §13).
+// name (§13).
 func ValidateGroup(group string, partitions int) error {
 	if partitions < 1 || partitions > MaxPartitions {
 		return fmt.Errorf("%w %q: %d partitions; want 1 to %d", ErrInvalidGroup, group, partitions, MaxPartitions)

@@ -9,7 +9,7 @@ import (
 // publishes them, ZooKeeper watches the lease node, PostgreSQL uses
 // LISTEN/NOTIFY, the memory store calls back directly). Candidates use it to
 // take over at once when a holder stops gracefully, instead of waiting for
-// their next attempt (SPEC A1).
+// their next attempt (A1).
 type Notifier interface {
 	// Watch calls fn each time the lease name may have become free: it was
 	// released, or its holder's session was closed or, where the store
@@ -33,7 +33,7 @@ type Notifier interface {
 // StoreClock is implemented by backends whose store has a clock that all
 // nodes share (PostgreSQL's now(), Redis's TIME, ZooKeeper's mtime, the memory
 // store's clock). Schedules number their slots on this clock, never on a
-// node's, and refuse to start on a backend without one (SPEC §13).
+// node's, and refuse to start on a backend without one (§13).
 //
 // The renewal replies of such a backend carry [Renewal.StoreTime].
 type StoreClock interface {

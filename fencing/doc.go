@@ -1,4 +1,4 @@
-// Package fencing protects a resource from a stale lease holder (SPEC §7).
+// Package fencing protects a resource from a stale lease holder (§7).
 //
 // Rule names such as F1, and sections such as §7, refer to docs/design.md in
 // the repository.

@@ -14,7 +14,7 @@ var errNilGuard = errors.New("simba: fencing: nil Guard or Cell")
 
 // Guard fences in-process state: [Guard.Do] checks the token and runs the
 // write under one mutex, so no write with a lower token can start after a
-// higher one was accepted (SPEC F1, F2). Use it when the protected state
+// higher one was accepted (F1, F2). Use it when the protected state
 // lives in this process — a cache, a file this process alone writes, the
 // state of a single-binary tool — and wrap every write to that state in Do.
 //

@@ -393,9 +393,9 @@ func (c *Client) inside(ctx context.Context) bool {
 	return ctx != nil && ctx.Value(insideKey{}) == c
 }
 
-// Close stops every election and lock of the client with the hand-off order
-// (elections first, then locks), closes the session so that the backend
-// releases everything at once (SPEC S4, H1), and waits until every goroutine
+// Close stops every election, lock, schedule and group of the client with
+// the hand-off order (in that order), closes the session so that the backend
+// releases everything at once (S4, H1), and waits until every goroutine
 // of the client has ended. ctx bounds only the wait: the hand-off goes on
 // after ctx ends. Called from inside a callback or task (with the context it
 // was given), Close starts closing and returns nil at once (L5). Closing a

@@ -231,7 +231,13 @@ func (m *machine) adopt(c *contender, s *session, token Token, value []byte) {
 	t := newTerm(m.owner, c.name, token, &s.deadline, m.clock)
 	t.eng = termState{c: c, sess: s, adopted: m.adoptSeq, value: value}
 	c.term, c.phase = t, phLeader
-	m.event(Event{Kind: EventElected, Name: c.name, Token: token, Session: s.id})
+	elected := Event{Kind: EventElected, Name: c.name, Token: token, Session: s.id}
+	if g := c.group; g != nil {
+		// A partition's term says its group, so that metrics can count it
+		// per group rather than per partition lease.
+		elected.Group, elected.Partition = g.name, c.part
+	}
+	m.event(elected)
 	if g := c.group; g != nil {
 		m.event(Event{Kind: EventPartitionGained, Name: c.name, Token: token, Session: s.id, Group: g.name, Partition: c.part})
 	}
@@ -257,7 +263,11 @@ func (m *machine) dispatch(c *contender, t *Term, elected bool) {
 
 func (m *machine) revoke(t *Term, r Reason) {
 	if t.end(r) {
-		m.event(Event{Kind: EventRevoked, Name: t.name, Token: t.token, Session: t.eng.sess.id, Reason: r})
+		revoked := Event{Kind: EventRevoked, Name: t.name, Token: t.token, Session: t.eng.sess.id, Reason: r}
+		if c := t.eng.c; c.group != nil {
+			revoked.Group, revoked.Partition = c.group.name, c.part // as for EventElected
+		}
+		m.event(revoked)
 		if c := t.eng.c; c.group != nil {
 			m.event(Event{Kind: EventPartitionLost, Name: t.name, Token: t.token, Session: t.eng.sess.id, Reason: r,
 				Group: c.group.name, Partition: c.part})

@@ -61,12 +61,15 @@
 // with its token; deliver the revoked callback; return. A term lost any other
 // way does not wait (H3): the backend may have given the lease away already.
 // [Client.Lock] and [Client.TryLock] acquire a name once; [Client.Unlock]
-// releases it.
+// releases it. Lock is a cluster-wide mutex that also serialises the
+// goroutines of one client: Locks of one name on one client take turns, first
+// come, first served, each turn a term of its own.
 //
 // Stop, StepDown and Close called from inside a callback or task, with the
 // context the engine passed to it, do not wait for themselves: they queue the
 // request and return nil (L5). A panic in user code is recovered and reported
-// (L7). A name can be started once per client ([ErrNameInUse], L8).
+// (L7). A name can be started once per client, across elections, schedules,
+// groups and locks ([ErrNameInUse], L8) — except that Locks of one name queue.
 //
 // # Schedules
 //

@@ -356,7 +356,7 @@ func (c *Client) StartGroup(name string, partitions int, s Schedule, fn Partitio
 			mu.Lock()
 			defer mu.Unlock()
 			if infos[i] == nil {
-				infos[i] = &runInfo{}
+				infos[i] = &runInfo{group: name, part: i}
 			}
 			return infos[i]
 		}

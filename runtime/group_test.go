@@ -109,6 +109,15 @@ func (l *partLog) audit() {
 func (l *partLog) observer(member int, next runtime.Observer) runtime.Observer {
 	return runtime.ObserverFunc(func(ev runtime.Event) {
 		next.Observe(ev)
+		if ev.Kind == runtime.EventElected || ev.Kind == runtime.EventRevoked {
+			// A partition's term says its group, for metrics per group.
+			if ev.Group != l.group || ev.Name != backends.PartitionName(l.group, ev.Partition) {
+				l.mu.Lock()
+				msg := fmt.Sprintf("member %d: %v event %+v of a partition does not name group %q and the partition", member, ev.Kind, ev, l.group)
+				l.violate(msg, msg)
+				l.mu.Unlock()
+			}
+		}
 		if ev.Kind != runtime.EventPartitionGained && ev.Kind != runtime.EventPartitionLost {
 			l.mu.Lock()
 			l.audit()

@@ -81,6 +81,11 @@ func (s Schedule) validate(cfg Config, onceOK bool) error {
 
 // runInfo is a schedule's status, shared between its loop and Snapshot.
 type runInfo struct {
+	// group and part name the partition a group's schedule runs for, for
+	// its run events; set once, before the schedule starts.
+	group string
+	part  int
+
 	mu   sync.Mutex
 	stat ScheduleStatus
 }
@@ -236,6 +241,7 @@ func (c *Client) runSchedule(ctx context.Context, t *Term, s Schedule, info *run
 			runCtx = context.WithValue(ctx, slotKey{}, time.UnixMilli(slot*s.Rate.Milliseconds()))
 		}
 		runErr := protect(func() error { return fn(runCtx, t) })
+		took := time.Since(started)
 		info.update(func(st *ScheduleStatus) { st.LastErr = runErr })
 		var record time.Time
 		if s.Rate > 0 {
@@ -246,13 +252,18 @@ func (c *Client) runSchedule(ctx context.Context, t *Term, s Schedule, info *run
 		last, hasLast = record, true // never rerun this slot in this term
 		if runErr != nil {
 			if ctx.Err() == nil || !errors.Is(runErr, context.Canceled) {
-				c.report(Event{Kind: EventRunFailed, Name: t.name, Token: t.token, Err: runErr})
+				c.report(Event{Kind: EventRunFailed, Name: t.name, Token: t.token, Err: runErr, Duration: took,
+					Group: info.group, Partition: info.part})
 			}
 			if ctx.Err() != nil {
 				return nil
 			}
 			continue // a failed run is not recorded
 		}
+		// Reported for the metrics adapters' runs by outcome; nothing
+		// below depends on it.
+		c.report(Event{Kind: EventRunSucceeded, Name: t.name, Token: t.token, Duration: took,
+			Group: info.group, Partition: info.part})
 		// Record the slot even if the term was revoked meanwhile: during the
 		// hand-off the lease is still ours until this task returns.
 		if err := c.putValue(context.WithoutCancel(ctx), t, encodeRecord(kind, record)); err != nil {
@@ -296,6 +307,34 @@ func decodeRecord(v []byte, kind string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return time.UnixMilli(ms), true
+}
+
+// ScheduleRecord is what a schedule records beside its lease, in the
+// lease's value, after each successful run: the record a node elected next
+// reads to know what not to run again. Status tools read it from the store
+// (backends.LeaseInfo.Value) with [DecodeScheduleValue].
+type ScheduleRecord struct {
+	// Kind is "rate" for a fixed-rate schedule, "delay" for a fixed-delay
+	// one.
+	Kind string
+	// At is, for "rate", the start of the last slot whose run succeeded;
+	// for "delay", when the last successful run ended. Both are on the
+	// store's clock, to the millisecond.
+	At time.Time
+}
+
+// DecodeScheduleValue decodes the value a schedule writes beside its lease
+// ("simba/v1 rate <unix ms>" or "simba/v1 delay <unix ms>"). It reports
+// false for any other value: a lease that no schedule ran under, or a value
+// written by something else. The format is stored, so it is stable across
+// versions: a new version reads what an older one wrote.
+func DecodeScheduleValue(v []byte) (ScheduleRecord, bool) {
+	for _, kind := range [...]string{"rate", "delay"} {
+		if at, ok := decodeRecord(v, kind); ok {
+			return ScheduleRecord{Kind: kind, At: at}, true
+		}
+	}
+	return ScheduleRecord{}, false
 }
 
 func floorDiv(a, b int64) int64 {

@@ -75,3 +75,43 @@ func TestScheduleRateWholeMilliseconds(t *testing.T) {
 		}
 	})
 }
+
+// DecodeScheduleValue reads what a running schedule wrote beside its lease,
+// as a status tool sees it in the store.
+func TestDecodeScheduleValueReadsTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		c := newClient(t, store)
+		const rate = time.Minute
+		ran := make(chan struct{}, 1)
+		if _, err := c.StartSchedule("report", runtime.Schedule{Rate: rate}, func(ctx context.Context, term *runtime.Term) error {
+			select {
+			case ran <- struct{}{}:
+			default:
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		<-ran
+		synctest.Wait() // the record is written after the run returns
+		inv, err := store.Inspect(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(inv.Leases) != 1 {
+			t.Fatalf("leases in the store: %+v; want the schedule's", inv.Leases)
+		}
+		rec, ok := runtime.DecodeScheduleValue(inv.Leases[0].Value)
+		slot := time.UnixMilli(time.Now().UnixMilli() / rate.Milliseconds() * rate.Milliseconds())
+		if !ok || rec.Kind != "rate" || !rec.At.Equal(slot) {
+			t.Fatalf("DecodeScheduleValue(%q) = %+v, %v; want rate, slot %v", inv.Leases[0].Value, rec, ok, slot)
+		}
+		for _, v := range []string{"", "simba/v1 rate", "simba/v1 rate x", "simba/v2 rate 1", "simba/v1 weekly 1"} {
+			if rec, ok := runtime.DecodeScheduleValue([]byte(v)); ok {
+				t.Errorf("DecodeScheduleValue(%q) = %+v, true; want false", v, rec)
+			}
+		}
+		closeClient(t, c)
+	})
+}

@@ -230,6 +230,9 @@ func TestScheduleSlotRecordedAcrossFailOver(t *testing.T) {
 		if errs := ev.of(runtime.EventRunFailed); len(errs) != 1 || errs[0].Err.Error() != "flaky downstream" {
 			t.Fatalf("run failures reported: %+v", errs)
 		}
+		if ok := ev.of(runtime.EventRunSucceeded); len(ok) != 1 || ok[0].Name != "report" || ok[0].Token == 0 || ok[0].Group != "" {
+			t.Fatalf("run successes reported: %+v; want the rerun's, with its lease and token", ok)
+		}
 		time.Sleep(2 * time.Second)
 		runs = log.snapshot()
 		if len(runs) != 3 || slotOf(runs[2].start, rate) != slotOf(runs[0].start, rate)+1 {

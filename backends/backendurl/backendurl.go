@@ -1,4 +1,4 @@
-// Package backendurl opens a backend from a URL (SPEC §12), so that the
+// Package backendurl opens a backend from a URL (§12), so that the
 // examples, the demo and any tool take one --backend / SIMBA_BACKEND
 // setting:
 //
@@ -13,6 +13,8 @@
 //
 // A backend opened here is closed through the io.Closer that [Open]
 // returns, after the clients that use it are closed.
+//
+// Rule names such as §12 refer to docs/design.md in the repository.
 package backendurl
 
 import (
@@ -35,6 +37,28 @@ const Default = "memory:"
 // backend holds (connections, for server backends); close it after the
 // clients using the backend. ctx bounds the connection to a server.
 func Open(ctx context.Context, rawURL string) (backends.Backend, io.Closer, error) {
+	return open(ctx, rawURL, false)
+}
+
+// OpenInspector opens the backend that rawURL names for listing only, as
+// status tools do: where the backend can, it is opened read-only, so that
+// opening it writes nothing to the store (Redis: no check script; see
+// simbaredis.WithReadOnly). It fails if the backend cannot list what it holds
+// (backends.Inspector).
+func OpenInspector(ctx context.Context, rawURL string) (backends.Inspector, io.Closer, error) {
+	b, c, err := open(ctx, rawURL, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	in, ok := b.(backends.Inspector)
+	if !ok {
+		c.Close()
+		return nil, nil, fmt.Errorf("simba: the backend at %s (%T) cannot list what it holds: it does not implement backends.Inspector", Redact(rawURL), b)
+	}
+	return in, c, nil
+}
+
+func open(ctx context.Context, rawURL string, readOnly bool) (backends.Backend, io.Closer, error) {
 	scheme, rest, ok := strings.Cut(rawURL, ":")
 	if !ok || scheme == "" {
 		return nil, nil, fmt.Errorf("simba: backend URL %q has no scheme; want memory:, memory:NAME, postgres://…, redis://… or zk://…", Redact(rawURL))
@@ -46,7 +70,11 @@ func Open(ctx context.Context, rawURL string) (backends.Backend, io.Closer, erro
 		}
 		return memory.Open(rest), nopCloser{}, nil
 	case "redis", "rediss", "unix":
-		b, err := simbaredis.Open(ctx, rawURL)
+		var opts []simbaredis.Option
+		if readOnly {
+			opts = append(opts, simbaredis.WithReadOnly())
+		}
+		b, err := simbaredis.Open(ctx, rawURL, opts...)
 		if err != nil {
 			return nil, nil, err // Open redacts the URL itself
 		}

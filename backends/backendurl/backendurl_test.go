@@ -31,7 +31,7 @@ func TestOpenMemory(t *testing.T) {
 	}
 }
 
-// SPEC §12: credentials in URLs are redacted in every error.
+// §12: credentials in URLs are redacted in every error.
 func TestOpenErrors(t *testing.T) {
 	for _, tt := range []struct{ url, want string }{
 		{"postgres://simba:s3cret@db:5432/simba", `simba: backend URL "postgres://simba:xxxxx@db:5432/simba": the PostgreSQL backend is not built into this version; use memory:, memory:NAME or redis://`},

@@ -4,6 +4,8 @@
 // passes the same conformance suite (package backendtest) as the PostgreSQL,
 // Redis and ZooKeeper backends.
 //
+// Rule names such as S3 or §15 refer to docs/design.md in the repository.
+//
 // # Use
 //
 //	private := memory.New()     // a store of its own
@@ -27,12 +29,12 @@
 //     the sessions whose expiry has passed, cheapest first from a min-heap by
 //     expiry, so a call costs O(log n) per session it reaps and nothing extra
 //     otherwise. A session that expired is gone: its late keep-alive fails
-//     with [backends.ErrSessionExpired] like every other call (SPEC S3).
-//   - Keep-alive costs O(groups joined), never O(leases held) (SPEC S1).
+//     with [backends.ErrSessionExpired] like every other call (S3).
+//   - Keep-alive costs O(groups joined), never O(leases held) (S1).
 //   - Tokens come from one counter per store: each new token is the larger of
 //     the last one plus one and the store clock in microseconds, so tokens
 //     increase strictly per name and across names, and keep increasing after
-//     a restart that lost the counter (SPEC T2, F5, §15) — unless the counter
+//     a restart that lost the counter (T2, F5, §15) — unless the counter
 //     had run ahead of the clock by more than MaxLease, which takes more than
 //     one acquisition per microsecond sustained over MaxLease. Released lease
 //     records are deleted; values are kept (one per name ever written, as
@@ -64,12 +66,12 @@
 // measured on it, [backends.Renewal.StoreTime] and [Store.StoreTime] read it,
 // and [backends.Renewal.Remaining] is the session's expiry minus it. A rate
 // other than 1 simulates a store whose clock runs faster or slower than the
-// client's (SPEC D3).
+// client's (D3).
 //
 // # The amnesia guard
 //
 // A store that loses its state while clients still believe they hold leases
-// must not hand those leases out at once (SPEC §15). After
+// must not hand those leases out at once (§15). After
 // [Faults.Restart], which simulates a restart of the store's process with all
 // state lost, the store refuses every acquisition with an error wrapping
 // [backends.ErrLeaseHeld] (saying that it is recovering) until MaxLease has
@@ -96,7 +98,7 @@
 //     hang until its context ends, then fail with an error wrapping both
 //     ErrUnavailable and the context's error. The store never sees the call.
 //   - [Faults.SetLatency]: separate request and reply delays, so that the store
-//     can handle a renewal promptly while its reply arrives late (SPEC D1, D4).
+//     can handle a renewal promptly while its reply arrives late (D1, D4).
 //     A delay is cut short when the call's context ends.
 //   - [Faults.ExpireSession]: expire a session behind its client's back.
 //   - [Faults.Restart]: lose all state and start the amnesia guard.

@@ -26,7 +26,7 @@ func Example() {
 		fmt.Println("node2: held by node1")
 	}
 
-	_ = node1.Close(ctx) // releases everything (SPEC S4)
+	_ = node1.Close(ctx) // releases everything (S4)
 	g2, _ := node2.Acquire(ctx, "report")
 	fmt.Println("node2 took over:", g2.Token > g1.Token, string(g2.Value))
 	// Output:

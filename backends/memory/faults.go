@@ -72,7 +72,7 @@ func (f *Faults) SetReachability(r Reachability) {
 // reply delay, the store has already acted and only the reply is lost — both
 // fail with an error wrapping [backends.ErrUnavailable] and the context's
 // error. The split lets a test have the store renew a session promptly and
-// deliver the reply late (SPEC D1, D4). Zero means no delay; it panics if a
+// deliver the reply late (D1, D4). Zero means no delay; it panics if a
 // delay is negative.
 func (f *Faults) SetLatency(request, reply time.Duration) {
 	if request < 0 || reply < 0 {
@@ -108,7 +108,7 @@ func (f *Faults) ExpireSession(id backends.SessionID) bool {
 // sessions, leases, values, groups and the token counter. The run id
 // changes, every watcher is woken, and the amnesia guard starts: no
 // acquisition succeeds until the store's MaxLease has passed on the store
-// clock (SPEC §15), by when every old holder's local deadline has passed.
+// clock (§15), by when every old holder's local deadline has passed.
 // Tokens issued afterwards are still greater than every token issued before,
 // since they are at least the store clock in microseconds. The store clock,
 // the faults and the call counters are kept.
@@ -125,7 +125,7 @@ func (f *Faults) Restart() {
 // jump: rate store seconds pass per second of the Go clock. Expiry, the
 // remaining times in renewals, and the restart guard are measured on the
 // store clock, so a rate above 1 makes sessions expire sooner in the client's
-// time (SPEC D3). It panics unless rate is finite and > 0.
+// time (D3). It panics unless rate is finite and > 0.
 func (f *Faults) SetClockRate(rate float64) {
 	checkRate("SetClockRate", rate)
 	s := f.s

@@ -13,7 +13,7 @@ import (
 
 // session is a client's handle on a session record of a Store. It holds only
 // the id: every call looks the record up, so a session the store forgot
-// (expired, closed, lost in a restart) stays dead (SPEC S3).
+// (expired, closed, lost in a restart) stays dead (S3).
 type session struct {
 	s  *Store
 	id backends.SessionID
@@ -27,7 +27,7 @@ var (
 	_ backends.Notifier   = (*session)(nil)
 )
 
-// ID returns the session's id, 128 random bits in hex (SPEC S2).
+// ID returns the session's id, 128 random bits in hex (S2).
 func (c *session) ID() backends.SessionID { return c.id }
 
 // live returns the session's record, or an error wrapping ErrSessionExpired.
@@ -258,7 +258,7 @@ func (c *session) Members(ctx context.Context, group string) (backends.GroupView
 	return v, err
 }
 
-// Close ends the session, releasing its leases and memberships (SPEC S4).
+// Close ends the session, releasing its leases and memberships (S4).
 func (c *session) Close(ctx context.Context) error {
 	return c.s.call(ctx, mClose, func(now int64) error {
 		if rec := c.s.sessions[c.id]; rec != nil {

@@ -67,9 +67,9 @@ type Store struct {
 type Option func(*Store)
 
 // WithMaxLease sets the longest session time to live the store grants:
-// [backends.Backend.OpenSession] clamps longer requests to it (SPEC C2). It is
+// [backends.Backend.OpenSession] clamps longer requests to it (C2). It is
 // also the store's lock-delay after a restart: no lease is granted until d has
-// passed on the store clock since the restart (SPEC §15). It panics unless
+// passed on the store clock since the restart (§15). It panics unless
 // d > 0. The default is [DefaultMaxLease].
 func WithMaxLease(d time.Duration) Option {
 	if d <= 0 {
@@ -80,7 +80,7 @@ func WithMaxLease(d time.Duration) Option {
 
 // WithClockRate sets the rate of the store clock: rate store seconds pass per
 // second of the Go clock, so that a test can simulate a store whose clock runs
-// faster (rate > 1) or slower (rate < 1) than the client's (SPEC D3). Expiry is
+// faster (rate > 1) or slower (rate < 1) than the client's (D3). Expiry is
 // measured on the store clock. It panics unless rate is finite and > 0. The
 // default is 1; [Faults.SetClockRate] changes it later.
 func WithClockRate(rate float64) Option {
@@ -139,7 +139,7 @@ func (s *Store) MaxLease() time.Duration { return s.maxLease }
 
 // RunID identifies the store's current run. It changes when the store
 // restarts and loses its state ([Faults.Restart]), so that a client can tell a
-// restarted store from one that kept its state (SPEC §15).
+// restarted store from one that kept its state (§15).
 func (s *Store) RunID() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -192,7 +192,7 @@ func storeTime(nanos int64) time.Time { return time.Unix(0, nanos).UTC() }
 // issued and, since it is at least the store clock in microseconds, greater
 // than every token an earlier run issued before its restart: the restart
 // guard keeps acquisitions out for MaxLease afterwards, so the clock has moved
-// well past them (SPEC F5, §15). Called with mu held.
+// well past them (F5, §15). Called with mu held.
 func (s *Store) nextToken(now int64) backends.Token {
 	t := max(s.lastToken+1, now/int64(time.Microsecond))
 	s.lastToken = t

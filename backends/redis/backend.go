@@ -62,6 +62,7 @@ type Backend struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
+	readOnly  bool        // WithReadOnly: Inspect only
 	feed      *watch.Feed // the release subscription, started by the first Watch
 	armed     armed       // the scripts without INFO (armed.go)
 	node      string      // this backend's node id: its wake channel, and its place among a lease's waiters
@@ -81,6 +82,7 @@ type options struct {
 	prefix   string
 	maxLease time.Duration
 	logger   *slog.Logger
+	readOnly bool
 }
 
 // WithPrefix sets the key prefix: every key of the backend is
@@ -91,8 +93,8 @@ func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = pre
 
 // WithMaxLease sets the longest session time to live the backend grants:
 // longer requests are clamped to it, and the reply says what was granted
-// (SPEC C2). It is also the amnesia guard's lock-delay: after Redis lost its
-// state, no lease is granted until d has passed (SPEC §15). Every node of a
+// (C2). It is also the amnesia guard's lock-delay: after Redis lost its
+// state, no lease is granted until d has passed (§15). Every node of a
 // namespace must use the same value. It must be at least a millisecond. The
 // default is [DefaultMaxLease].
 func WithMaxLease(d time.Duration) Option { return func(o *options) { o.maxLease = d } }
@@ -102,11 +104,22 @@ func WithMaxLease(d time.Duration) Option { return func(o *options) { o.maxLease
 // discards them.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
+// WithReadOnly makes a backend that only lists the namespace
+// ([Backend.Inspect]), for status tools: it writes nothing to Redis — [Open]
+// checks that Redis answers with a PING rather than the check script, which
+// records the namespace and reaps — and OpenSession fails with
+// [ErrReadOnly].
+func WithReadOnly() Option { return func(o *options) { o.readOnly = true } }
+
+// ErrReadOnly reports a session asked of a backend made with
+// [WithReadOnly].
+var ErrReadOnly = errors.New("backend opened read-only")
+
 // New returns a backend that uses client, which stays the caller's: the
 // backend never closes it. It makes no call to Redis; every operation checks
 // the namespace itself, and [Backend.Check] does so up front.
 //
-// Every call takes a context whose deadline must bound the call (SPEC D2),
+// Every call takes a context whose deadline must bound the call (D2),
 // which go-redis honours only with ContextTimeoutEnabled. New returns an
 // error if client is a *redis.Client, *redis.ClusterClient or *redis.Ring
 // without it; for other implementations of redis.UniversalClient, the caller
@@ -130,7 +143,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 	}
 	if !contextTimeouts(client) {
 		return nil, fmt.Errorf("simbaredis: New: the client (%T) ignores context deadlines: set ContextTimeoutEnabled "+
-			"in its options, so that every call returns by its deadline (SPEC D2)", client)
+			"in its options, so that every call returns by its deadline (D2)", client)
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
@@ -141,6 +154,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 		keys:     newLayout(o.prefix),
 		maxLease: o.maxLease,
 		logger:   o.logger,
+		readOnly: o.readOnly,
 	}
 	b.node = randomNode()
 	b.metaKeys = []string{b.keys.meta()}
@@ -221,7 +235,15 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) 
 		return nil, err
 	}
 	b.ownsClient = true
-	if _, err := b.run(ctx, scriptCheck, "open "+shown, noSession); err != nil {
+	if b.readOnly {
+		err = client.Ping(ctx).Err()
+		if err != nil {
+			err = b.unavailable(ctx, "open "+shown, err)
+		}
+	} else {
+		_, err = b.run(ctx, scriptCheck, "open "+shown, noSession)
+	}
+	if err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -319,6 +341,9 @@ func (b *Backend) Check(ctx context.Context) error {
 func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
 	if err := args.Session(opts, time.Microsecond); err != nil {
 		return nil, backends.Renewal{}, err
+	}
+	if b.readOnly {
+		return nil, backends.Renewal{}, fmt.Errorf("simbaredis: open session: %w", ErrReadOnly)
 	}
 	ttl := min(opts.TTL, b.maxLease)
 	s := newSession(b, string(sessionid.New()))

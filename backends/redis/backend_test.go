@@ -329,3 +329,27 @@ func TestOpenURLOptions(t *testing.T) {
 		}
 	}
 }
+
+// A read-only backend writes nothing: opening it creates no key (not even
+// the namespace's meta hash), it lists the namespace, and it opens no
+// session.
+func TestReadOnly(t *testing.T) {
+	addr, admin := sharedRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	prefix := uniquePrefix()
+	b, err := Open(ctx, "redis://"+addr+"/0?simba_prefix="+prefix, WithReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Inspect(ctx); err != nil {
+		t.Errorf("Inspect of a read-only backend: %v", err)
+	}
+	if _, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Second}); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("OpenSession of a read-only backend = %v; want ErrReadOnly", err)
+	}
+	if keys, err := admin.Keys(ctx, newLayout(prefix).pattern()).Result(); err != nil || len(keys) != 0 {
+		t.Errorf("keys of the namespace after a read-only open and listing: %v, %v; want none", keys, err)
+	}
+}

@@ -3,6 +3,8 @@
 // simbaredis, not redis, so that it does not clash with go-redis's package in
 // the code that uses both.
 //
+// Rule names such as S3 or §15 refer to docs/design.md in the repository.
+//
 // It implements the contract of package backends in full and passes the
 // conformance suite (package backendtest) against a real Redis, including
 // the fault hooks: sessions expired behind the client's back, a Redis that
@@ -32,7 +34,7 @@
 // log line. For Redis Cluster or Sentinel, build the client
 // (redis.NewClusterClient, redis.NewFailoverClient) and use [New].
 //
-// Every call takes a context whose deadline bounds it (SPEC D2). go-redis
+// Every call takes a context whose deadline bounds it (D2). go-redis
 // honours deadlines only with ContextTimeoutEnabled; [New] refuses a
 // *redis.Client, *redis.ClusterClient or *redis.Ring without it. Set its
 // retries low if you need failures reported fast: go-redis retries a failed
@@ -77,12 +79,12 @@
 // Every operation is one script, called with EVALSHA (and EVAL after a
 // NOSCRIPT reply), so it is one atomic round trip. Each script reads Redis's
 // clock (TIME, or the clock INFO reports, which acquire reads anyway): expiry
-// is measured by Redis, never by a client's clock (SPEC D1). Each checks,
+// is measured by Redis, never by a client's clock (D1). Each checks,
 // before it reads or writes anything else, that the calling session is alive
 // by that clock, so a command that reaches Redis late — held back by the
 // network or by go-redis's retries — can neither extend nor revive a session
-// that expired, nor release or write what another session now holds (SPEC
-// S3).
+// that expired, nor release or write what another session now holds
+// (S3).
 //
 // A refused acquire names the holder (a *[backends.HeldError]: its session,
 // the identity the session was opened with, its token, and its remaining
@@ -91,7 +93,7 @@
 // pages, never a script that walks everything.
 //
 // A keep-alive costs the same whatever the number of leases held: it reads
-// the session's counters and the epochs of the groups it joined (SPEC S1).
+// the session's counters and the epochs of the groups it joined (S1).
 // A session that expired is dead at once — every script checks its expiry,
 // and a lease or membership of a dead session counts as free — and its
 // records are cleared lazily: the renewal scripts of every node end up to 16
@@ -143,7 +145,7 @@
 // refuses every grant (Acquire fails with an error wrapping
 // [backends.ErrRecovering] and [backends.ErrLeaseHeld]) until MaxLease has
 // passed — by then every old holder's local deadline has passed, since no
-// session was granted more (SPEC §15, Chubby's lock-delay). Sessions may open
+// session was granted more (§15, Chubby's lock-delay). Sessions may open
 // meanwhile; every session that existed before is ended, and its client opens
 // a new one.
 //
@@ -193,7 +195,7 @@
 // time of the grant, so they exceed every token issued before the loss, as
 // long as the clock of the Redis host did not go back by more than MaxLease.
 //
-// Fail-over to an asynchronously replicated replica (SPEC §11) can lose
+// Fail-over to an asynchronously replicated replica (§11) can lose
 // recent writes: grants, releases, renewals, the token counter, values stored
 // with PutValue. The promoted replica is another process, with its own run
 // id, while the meta hash it holds, replicated from the old primary, records
@@ -201,8 +203,11 @@
 // primary — an acquire, or any node's next keep-alive — starts the guard there,
 // every session of the namespace ends, no lease is granted for MaxLease, and
 // tokens stay above those issued before. What the replica missed stays lost
-// (a schedule may run a slot again). This follows from the run id and is not
-// covered by the tests, which restart servers but do not fail them over.
+// (a schedule may run a slot again). A test fails a private Sentinel-managed
+// primary over to its replica (SIGKILL of the primary) and checks that no
+// lease is granted until MaxLease after the crash, and that tokens stay
+// above those issued before. The conformance suite also runs on a
+// three-master Redis Cluster.
 // Persistence (appendonly) narrows what a restart loses but does not make the
 // guard unnecessary: after any restart, reload or fail-over, no grant for
 // MaxLease.
@@ -226,7 +231,7 @@
 //     fail-overs within one renewal interval.
 //   - A fail-over where the promoted replica's clock is behind the old
 //     primary's: tokens are taken from the clock, so they could go back by the
-//     difference. Keep the hosts' clocks in sync (SPEC §11); only fencing
+//     difference. Keep the hosts' clocks in sync (§11); only fencing
 //     protects against a stepped clock.
 //
 // # Redis versions

@@ -38,7 +38,7 @@ type quietLogger struct{}
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // waitGuard waits until b grants leases: on a namespace in a Redis that
-// booted less than MaxLease ago the amnesia guard refuses them (SPEC §15).
+// booted less than MaxLease ago the amnesia guard refuses them (§15).
 func waitGuard(t testing.TB, b *Backend) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), b.MaxLease()+5*time.Second)
@@ -65,7 +65,7 @@ func waitGuard(t testing.TB, b *Backend) {
 }
 
 // clientOptions are the go-redis options of the tests' clients: deadlines
-// from contexts (SPEC D2), and few retries, so that a fault shows up at once
+// from contexts (D2), and few retries, so that a fault shows up at once
 // rather than after go-redis's dial retries (5 × 100 ms by default).
 func clientOptions(addr string) *redis.Options {
 	return &redis.Options{
@@ -99,7 +99,7 @@ func uniquePrefix() string {
 //
 // Its MaxLease is testConfig's LeaseDuration unless opts say otherwise. A
 // new namespace on a Redis that booted less than MaxLease ago grants nothing
-// until then (the amnesia guard, SPEC §15), and CI starts Redis just before
+// until then (the amnesia guard, §15), and CI starts Redis just before
 // the tests: with DefaultMaxLease (60 s) every test would time out waiting
 // for its first term. newBackend waits for the guard, so that no test
 // depends on how long Redis has been up.

@@ -24,13 +24,13 @@ import (
 //
 //   - Every script that needs the time reads Redis's clock (TIME; acquire
 //     takes it from INFO, see luaInfoNow): expiry is measured by Redis, never
-//     by the client (SPEC D1). Redis ≥ 5 replicates a script's effects, not
+//     by the client (D1). Redis ≥ 5 replicates a script's effects, not
 //     the script, so reading the clock before writing is allowed.
 //   - The scripts that grant a lease (acquire) or renew a session (open,
 //     keep-alive, owned, and check) check the namespace's meta hash on
 //     every call: the layout version (refusing another version,
 //     [ErrLayout]) and the run id of the Redis process (the amnesia guard,
-//     SPEC §15; see check_meta). The others — release, put value, join,
+//     §15; see check_meta). The others — release, put value, join,
 //     leave, members, close — grant nothing, and act only for a live
 //     session, which a guarded script opened and renewed.
 //
@@ -45,7 +45,7 @@ import (
 // Then the operation checks that the calling session is alive by Redis's
 // clock before it reads or writes anything else, so that a call that reaches
 // Redis late can neither extend nor revive a session that expired
-// meanwhile, nor touch what another session now holds (SPEC S3).
+// meanwhile, nor touch what another session now holds (S3).
 //
 // The meta hash {p}:meta holds:
 //
@@ -253,7 +253,7 @@ local function alive(id)
 end
 `, luaSessions, luaClock)
 
-	// The amnesia guard (SPEC §15). A Redis process that restarted without
+	// The amnesia guard (§15). A Redis process that restarted without
 	// its data, reloaded an older snapshot, or is a replica promoted after
 	// a fail-over may have forgotten leases that clients still believe they
 	// hold. Every guarded script compares the run id of the process it runs
@@ -365,7 +365,7 @@ end
 	// The reply of OpenSession, KeepAlive and Owned: status, remaining
 	// (µs), now (µs), and the digest (leases, version, groups), from the
 	// session hash s. Its cost grows with the groups joined, never with the
-	// leases held (SPEC S1).
+	// leases held (S1).
 	luaRenewal = helper(`
 local function renewal(id, s, remaining)
   local groups = tonumber(s[2] or '0')
@@ -421,6 +421,12 @@ const (
 	reapSessions = 16
 )
 
+// ownedPage is how many entries of a session's owned set one call of Owned
+// reads: reading 5,000 takes Redis about a millisecond, so that Owned of a
+// session holding a million leases blocks Redis for no longer than that at a
+// time. Tests make it smaller.
+var ownedPage = 5000
+
 // wakePerRelease is how many of the backends waiting for a lease a release
 // wakes (luaWake): a few, so that one that died meanwhile does not leave the
 // lease idle, and not all, so that a release costs Redis the same for 10 or
@@ -456,11 +462,15 @@ redis.call('ZADD', SESSIONS, NOW + ttl, SID)
 return renewal(SID, s, ttl)
 `, luaCheckMeta, luaReap, luaAlive, luaSession, luaRenewal)
 
+	// ARGV[4], ARGV[5]: the first rank and the number of entries of the
+	// page to read. Reply: as keep-alive's, then the page (name, token, …;
+	// the version member included).
 	scriptOwned = newScript("owned", `
 reap()
 if not alive(SID) then return {'EXPIRED'} end
 local r = renewal(SID, session(SID), 0)
-r[7] = redis.call('ZRANGE', owned_key(SID), 0, -1, 'WITHSCORES')
+local first = tonumber(ARGV[4])
+r[7] = redis.call('ZRANGE', owned_key(SID), first, first + tonumber(ARGV[5]) - 1, 'WITHSCORES')
 return r
 `, luaCheckMeta, luaReap, luaAlive, luaSession, luaRenewal, luaKeyOwned)
 

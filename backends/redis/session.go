@@ -14,8 +14,8 @@ import (
 
 // session is a client's handle on a session in Redis. It holds only the id:
 // every call is a script that checks, by Redis's clock, that the session is
-// alive, so a session Redis forgot (expired, closed, lost) stays dead (SPEC
-// S3).
+// alive, so a session Redis forgot (expired, closed, lost) stays dead
+// (S3).
 type session struct {
 	b     *Backend
 	id    string
@@ -42,29 +42,54 @@ func (s *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 	return renewal(r), nil
 }
 
+// Owned reads the owned set in pages of ownedPage entries, one call each,
+// so that no call blocks Redis for long. If the digest changes between the
+// first page and the last (the session acquired or released meanwhile), it
+// reads again, up to three times, and then reports the last reading's
+// digest with what it read, which the engine checks again at its next
+// renewal.
 func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, error) {
-	r, err := s.b.run(ctx, scriptOwned, "owned", s.idArg)
-	if err != nil {
-		return nil, backends.Digest{}, err
-	}
-	flat := r.list(6)
-	held := make([]backends.Held, 0, len(flat)/2)
-	for i := 0; i+1 < len(flat); i += 2 {
-		name, _ := flat[i].(string)
-		tok, _ := flat[i+1].(string)
-		if name == versionMember {
-			continue
+	var (
+		held []backends.Held
+		d    backends.Digest
+	)
+	for range 3 {
+		held = held[:0]
+		var first backends.Digest
+		for start := 0; ; start += ownedPage {
+			r, err := s.b.run(ctx, scriptOwned, "owned", s.idArg, start, ownedPage)
+			if err != nil {
+				return nil, backends.Digest{}, err
+			}
+			if start == 0 {
+				first = digest(r)
+			}
+			d = digest(r)
+			flat := r.list(6)
+			for i := 0; i+1 < len(flat); i += 2 {
+				name, _ := flat[i].(string)
+				tok, _ := flat[i+1].(string)
+				if name == versionMember {
+					continue
+				}
+				// The token is a sorted set's score: below 2^53, so exact
+				// in a float64, and written by Redis as an integer.
+				f, err := strconv.ParseFloat(tok, 64)
+				if err != nil || f != float64(int64(f)) || f <= 0 {
+					return nil, backends.Digest{}, fmt.Errorf("simbaredis: owned: lease %q has token %q", name, tok)
+				}
+				held = append(held, backends.Held{Name: name, Token: backends.Token(f)})
+			}
+			if len(flat) < 2*ownedPage {
+				break
+			}
 		}
-		// The token is a sorted set's score: below 2^53, so exact in a
-		// float64, and written by Redis as an integer.
-		f, err := strconv.ParseFloat(tok, 64)
-		if err != nil || f != float64(int64(f)) || f <= 0 {
-			return nil, backends.Digest{}, fmt.Errorf("simbaredis: owned: lease %q has token %q", name, tok)
+		if d == first {
+			break
 		}
-		held = append(held, backends.Held{Name: name, Token: backends.Token(f)})
 	}
 	slices.SortFunc(held, func(a, b backends.Held) int { return cmp.Compare(a.Name, b.Name) })
-	return held, digest(r), nil
+	return held, d, nil
 }
 
 func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, error) {

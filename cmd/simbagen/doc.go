@@ -1,5 +1,5 @@
 // Simbagen writes the registration code for functions annotated with
-// //simba:scheduled and //simba:partitioned (SPEC §14).
+// //simba:scheduled and //simba:partitioned (§14).
 //
 // Rule names such as G1 or E1, and sections such as §14, refer to
 // docs/design.md in the repository.
@@ -49,7 +49,7 @@
 //
 // With items=, the generated wrapper calls Source once per run, and before
 // each item checks that the term stays valid for more than step
-// (Term.EnsureValid, SPEC E1); an item's error or a failed check ends the
+// (Term.EnsureValid, E1); an item's error or a failed check ends the
 // run.
 //
 // # Usage

@@ -1,5 +1,5 @@
 // Command ledger applies batches to a ledger on N nodes in one process,
-// with typed steps (SPEC G2): every second, the node holding the lease
+// with typed steps (G2): every second, the node holding the lease
 // "ledger" applies the batches that have arrived, one step per batch. The
 // generated wrapper checks before each batch that the term stays valid for
 // the step (E1) and passes the term, and so its fencing token, with it.

@@ -13,7 +13,7 @@ import (
 // The example runs to its end on each backend: the leader freezes (its calls
 // to the store held, as a paused process's are), its term ends at its
 // deadline, another node takes over, and the frozen leader's late write is
-// rejected by the fenced ledger (SPEC F1, E2).
+// rejected by the fenced ledger (F1, E2).
 func TestRun(t *testing.T) {
 	for _, c := range []struct {
 		name    string

@@ -1,6 +1,8 @@
-// Package fencingtest is the conformance kit for fenced resources (SPEC F4):
+// Package fencingtest is the conformance kit for fenced resources (F4):
 // run it on your own [fencing.Resource] to check that it refuses stale
 // holders, in the way testing/fstest checks a file system.
+//
+// Rule names such as F1 or §12 refer to docs/design.md in the repository.
 //
 //	func TestInvoiceRowIsFenced(t *testing.T) {
 //		fencingtest.Run(t, func(t testing.TB) fencing.Resource {

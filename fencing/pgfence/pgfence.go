@@ -1,6 +1,8 @@
-// Package pgfence is the PostgreSQL recipe for fenced writes (SPEC F3): a
+// Package pgfence is the PostgreSQL recipe for fenced writes (F3): a
 // table with one row per resource, written with one conditional UPDATE, so
 // that the token check and the write are one atomic statement.
+//
+// Rule names such as F1 or §12 refer to docs/design.md in the repository.
 //
 // The table (see [Table.CreateTable]):
 //

@@ -1,11 +1,13 @@
-// Package redisfence is the Redis recipe for fenced writes (SPEC F3): a Lua
+// Package redisfence is the Redis recipe for fenced writes (F3): a Lua
 // script compares the write's token with the highest accepted and sets the
 // token and the value in one atomic step.
+//
+// Rule names such as F1 or §12 refer to docs/design.md in the repository.
 //
 // A resource id is two keys, PREFIX{ID}:token and PREFIX{ID}:value. Both
 // carry the hash tag {ID}, so they live in one slot and the script works on
 // Redis Cluster. Tokens are stored as decimal strings; Lua numbers are
-// doubles, so tokens must stay below 2^53 (SPEC F5).
+// doubles, so tokens must stay below 2^53 (F5).
 //
 // Redis keeps the highest token only as durably as it keeps any key: a
 // server without persistence that restarts, a fail-over that loses recent

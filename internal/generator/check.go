@@ -23,7 +23,7 @@ const RuntimePath = "github.com/simba-go/simba/runtime"
 const RuntimeAlias = "simbart"
 
 // Check checks each found directive's function with go/types against the
-// shapes of SPEC G1–G2 and builds the model of the package's generated
+// shapes of G1–G2 and builds the model of the package's generated
 // file. It also reports what would make the generated file wrong: a lease
 // or group used twice in the package, generated names that clash with the
 // package's own, and package-level names that hide an identifier the
@@ -218,9 +218,9 @@ func (c *checker) signature(t *Task, name string, namePos token.Position, sig *t
 	hint := ""
 	switch {
 	case !typed && !sig.Variadic() && params.Len() == n+1 && c.paramsOK(t, params, n):
-		hint = "; to run it once per item, add items=SOURCE naming the function that yields them (SPEC G2)"
+		hint = "; to run it once per item, add items=SOURCE naming the function that yields them (G2)"
 	case typed && params.Len() == n-1 && c.paramsOK(t, params, n-1):
-		hint = fmt.Sprintf("; with items=%s it takes one item as its last parameter (SPEC G2)", d.Items)
+		hint = fmt.Sprintf("; with items=%s it takes one item as its last parameter (G2)", d.Items)
 	}
 	c.diags.errorf(pos, "%s has the wrong signature for %s%s: have %s; want %s%s",
 		name, annotations.Prefix, d.Kind, c.typeString(sig), c.want(t, item, "error"), hint)
@@ -372,7 +372,7 @@ func (t *Task) directivePos(offset int) token.Position {
 
 // names reports leases and groups used twice in the package, and leases
 // that are partitions of a group of the package: the client would refuse
-// the second at RegisterAll (SPEC G1).
+// the second at RegisterAll (G1).
 func (c *checker) names() {
 	seen := make(map[string]*Task)
 	groups := make(map[string]*Task)
@@ -443,7 +443,7 @@ func (c *checker) funcString(t *Task) string {
 
 // clashes reports generated names that the package declares too, and
 // package-level names that would hide what the generated file uses. A
-// clash is never resolved by renaming (SPEC G3).
+// clash is never resolved by renaming (G3).
 func (c *checker) clashes() {
 	scope := c.p.Types.Scope()
 	byName := make(map[string]*Task)

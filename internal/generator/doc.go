@@ -1,7 +1,9 @@
-// Package generator is simbagen's library (SPEC §14): it turns the //simba:
+// Package generator is simbagen's library (§14): it turns the //simba:
 // directives of Go packages into simba_gen.go files. cmd/simbagen, which
 // users run from a //go:generate go tool simbagen line, is a thin front end
 // over it.
+//
+// Rule names such as F1 or §12 refer to docs/design.md in the repository.
 //
 // Each stage is a function of its own, so that tests and tools can look at
 // what it produced:

@@ -16,7 +16,7 @@ import (
 	"github.com/simba-go/simba/annotations"
 )
 
-// Emit builds the generated file of m with jennifer (SPEC G3): the header,
+// Emit builds the generated file of m with jennifer (G3): the header,
 // the runtime imported as simbart, a reference to SupportPackageIsVersion1,
 // a signature guard per annotated function, one documented Register
 // function per annotated function and RegisterAll. Everything in it depends
@@ -330,7 +330,7 @@ func (e *emitter) schedule(d *annotations.Directive, step jen.Code) *jen.Stateme
 
 // registerAll emits RegisterAll: every registration, in source order,
 // without blocking, through runtime.StartAll, which stops the ones started,
-// newest first, on the first failure (SPEC G3).
+// newest first, on the first failure (G3).
 func (e *emitter) registerAll() {
 	f, m := e.f, e.m
 	for _, line := range wrap(e.allDoc(), 77) {

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/tools/txtar"
 )
 
-// The generator's cases live in the top-level testdata module (SPEC G4):
+// The generator's cases live in the top-level testdata module (G4):
 // testdata/success/NAME is a package whose simba_gen.go is the golden
 // output; testdata/failure/NAME.txtar holds input files and, in its "want"
 // file, the exact diagnostics; testdata/regenerate/NAME.txtar holds input
@@ -268,7 +268,7 @@ func writeModule(t *testing.T, dir, testdata string) {
 
 // TestGoldenPackagesRun vets the testdata module and runs its tests, with
 // the race detector, which register the generated code of the success
-// cases with a client on the memory backend and watch it run (SPEC G4:
+// cases with a client on the memory backend and watch it run (G4:
 // goldens are compiled and run). Every success case has a test; each
 // benchmark runs once, as the generated code of the bench case is run
 // only there. The module is vetted without goldenTag too: the build that

@@ -87,7 +87,7 @@ type Package struct {
 // files are only parsed, for warnings: see [Package.TestFiles]). Each
 // package's previous simba_gen.go is read as an empty file (only its
 // package clause), so that stale output, even output that no longer
-// compiles, never prevents regeneration (SPEC G3).
+// compiles, never prevents regeneration (G3).
 //
 // The error is for a failure to run the go command at all; problems in the
 // packages are reported later, as diagnostics.

@@ -93,6 +93,7 @@ func (c *Cluster) AddNode(ctx context.Context) (int, error) {
 	c.nodes.Lock()
 	i, g := len(c.clients), &gate{}
 	client, err := runtime.NewClient(gated(c.Backend, g), runtime.ConfigFor(c.Opts.Lease),
+		runtime.WithIdentity(Node(i)+" of "+runtime.DefaultIdentity()),
 		runtime.WithObserver(runtime.ObserverFunc(func(e runtime.Event) { c.announce(i, e) })))
 	if err != nil {
 		c.nodes.Unlock()

@@ -1,4 +1,4 @@
-// Package imported covers item types from other packages (SPEC G2): the
+// Package imported covers item types from other packages (G2): the
 // generated file imports them for its signature guards, including the
 // type arguments of a generic type, an alias, and a package whose name the
 // package also declares (imported under another name in simba_gen.go).

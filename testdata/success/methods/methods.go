@@ -1,5 +1,5 @@
 // Package methods covers annotated methods: pointer and value receivers,
-// two methods of one type, and two receiver types (SPEC G3: methods take
+// two methods of one type, and two receiver types (G3: methods take
 // their receiver value; RegisterAll takes each receiver once).
 package methods
 

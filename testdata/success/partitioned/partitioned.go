@@ -1,4 +1,4 @@
-// Package partitioned covers //simba:partitioned (SPEC G1): a fixed rate, a
+// Package partitioned covers //simba:partitioned (G1): a fixed rate, a
 // fixed delay, and neither, which runs once per term of each partition.
 package partitioned
 

@@ -1,5 +1,5 @@
 // Package schedule covers //simba:scheduled on functions, with every key
-// but items (SPEC G1): rate, delay, initial and step, and the runtime
+// but items (G1): rate, delay, initial and step, and the runtime
 // imported under the same alias the generated file uses.
 package schedule
 

@@ -11,7 +11,7 @@ import (
 )
 
 // The generated RegisterAll starts every schedule, and Report runs at its
-// rate on the memory backend (SPEC G3).
+// rate on the memory backend (G3).
 func TestRegisterAllRuns(t *testing.T) {
 	c, err := simbart.NewClient(memory.New(), simbart.Config{})
 	if err != nil {

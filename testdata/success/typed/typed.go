@@ -1,4 +1,4 @@
-// Package typed covers typed steps (SPEC G2): sources that return
+// Package typed covers typed steps (G2): sources that return
 // iter.Seq2[T, error] or ([]T, error), functions and methods, scheduled and
 // partitioned, and a generic item type.
 package typed

@@ -1,0 +1,100 @@
+// Command simba shows what a Simba backend holds: every held lease with its
+// holder's identity and session, its fencing token, the time the holder's
+// session has left, its group and partition, and the last slot a schedule
+// recorded under it; the groups and their free partitions; the live
+// sessions. It only reads: it opens no session, holds nothing and writes
+// nothing, on any backend that lists its contents (backends.Inspector). It
+// opens the backend with backendurl.OpenInspector, read-only where the
+// backend offers it (Redis: simbaredis.WithReadOnly, a PING rather than the
+// check script that records the namespace and reaps).
+//
+// Usage:
+//
+//	simba status [--backend URL] [--json] [--lease NAME] [--timeout D]
+//	simba watch  [--backend URL] [--json] [--lease NAME] [--timeout D]
+//	             [--interval D] [--count N] [--for D] [--plain]
+//
+// The backend URL is --backend, or $SIMBA_BACKEND: redis://host:6379/0
+// (with simba_prefix=NAME for a namespace other than the default),
+// postgres://… and zk://… where those backends are built in, or memory:NAME
+// — the memory store lives in one process, so memory: URLs are for programs
+// and tests that run the command in-process. Credentials in a URL are never
+// printed: every URL shown, in tables, JSON and errors, has its password
+// and query replaced with "xxxxx" and "…".
+//
+// status prints the store's inventory once, as tables:
+//
+//	redis://127.0.0.1:6379/0 at 2026-12-01 10:22:00.970Z (store clock): 4 leases, 3 sessions, 1 group
+//
+//	LEASE      HOLDER  SESSION    TOKEN             REMAINING  GROUP    PART  LAST SLOT
+//	billing.0  node-3  57a67021…  1796120520949989  2.0s       billing  0     -
+//	nightly    node-2  8cd4f5d4…  1796120520924955  2.0s       -        -     2026-12-01 10:22:00.000Z (1.0s ago)
+//	…
+//
+// REMAINING is how long the holder's session has unless it is renewed, as
+// the store measured it ("-" where the store does not measure it, as on
+// ZooKeeper). LAST SLOT is, for a fixed-rate schedule, the start of the
+// last slot whose run completed; for a fixed-delay one, "ended" and when
+// the last run ended; both on the store's clock. Session ids are cut to 8
+// characters; --json has them whole.
+//
+// --lease NAME keeps only the lease NAME, or the partitions of the group
+// NAME, and the sessions involved; status then exits 3 if nobody holds it,
+// so that a script can ask "is report led right now?".
+//
+// watch reads the store every --interval (1s) and shows what changed
+// between two reads: a lease acquired, handed off to another session, held
+// with a new token by the same session, or freed; a session opened or
+// ended (closed, or expired). On a terminal it redraws the table each time,
+// marks the leases that just changed holder with "« new holder" for a few
+// reads, and lists the recent changes under it. Elsewhere (a pipe, a file, or with --plain)
+// it prints the table once, then one line per change:
+//
+//	10:22:19.475  report: HANDOFF node-1 (c5f5511f…) token 1796120538926760 → node-2 (d1b4b1a4…) token 1796120539453850
+//	10:22:19.475  session c5f5511f… of node-1 ended
+//
+// Changes are seen between reads: a lease freed and taken again within one
+// interval shows as one hand-off. A read that fails is reported (on
+// standard error, or as an "error" line with --json) and watching goes on.
+// --count N stops after N reads and --for D after D; otherwise watch runs
+// until interrupted.
+//
+// # JSON
+//
+// status --json prints one document, schema "simba.inventory/v1"; every
+// field is always present unless marked optional:
+//
+//	{
+//	  "schema": "simba.inventory/v1",
+//	  "backend": "redis://127.0.0.1:6379/0",     the URL, redacted
+//	  "store_time": "2026-12-01T10:22:00.98Z",   the store's clock; optional (a store without one)
+//	  "leases": [{                               held leases, by name
+//	    "name": "nightly",
+//	    "session": "8cd4f5d489a2d470eec4e6f57cee7171",
+//	    "identity": "node-2",                    "" if the holder gave none
+//	    "token": 1796120520924955,
+//	    "remaining_ms": 1942,                    null where the store does not measure it
+//	    "group": "billing", "partition": 0,      optional: only for a partition of a group
+//	    "last_slot": {"kind": "rate", "at": "2026-12-01T10:22:00Z"}   optional: only under a schedule
+//	  }],
+//	  "sessions": [{"id": "…", "identity": "node-2", "remaining_ms": 1942, "leases": 1}],
+//	  "groups": [{"name": "billing", "partitions": 2, "members": ["…"], "held": 2, "free": []}]
+//	}
+//
+// watch --json prints one JSON object per line: first
+// {"kind":"inventory","time":…,"inventory":{…}}, then one per change, with
+// "kind" acquired, handoff, new_term or freed (with "lease", "from" and
+// "to" holders as {"session","identity","token"}; freed has "ended": true
+// when the holder's session ended too), session_opened or session_ended
+// (with "session"), or error (with "error"). "time" is this host's clock
+// when the read returned.
+//
+// # Exit codes
+//
+//	0  done
+//	1  the backend could not be opened or read (unreachable, refused, a
+//	   backend that cannot list what it holds); for watch, the last read
+//	   failed
+//	2  usage: an unknown command or flag, a bad value, no backend given
+//	3  status --lease NAME: nobody holds NAME
+package main
