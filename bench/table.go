@@ -131,6 +131,9 @@ func commandList(m map[string]commandRate) string {
 	})
 	parts := make([]string, 0, len(names))
 	for _, n := range names {
+		if m[n].Calls < 0.005 {
+			continue // a call or two in the whole run: a node's start, not the pairs
+		}
 		parts = append(parts, fmt.Sprintf("%s ×%.2f %.1f µs", strings.ToUpper(n), m[n].Calls, m[n].Usec))
 	}
 	return strings.Join(parts, ", ")
