@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: help services services-down test soak demo bench generate lint clean
+.PHONY: help services services-down test soak reliability demo bench compare generate lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -15,6 +15,8 @@ services-down: ## stop the servers that `make services` started
 
 # Nested modules (a go.mod of their own, so the root module does not inherit
 # their dependencies): make test and make lint run them too, one line each.
+# bench/, the side-by-side comparison, has lines of its own: its tests run
+# with -short (the smoke test), and `make compare` runs the comparison.
 NESTED := \
 	extra/simbaprometheus \
 	extra/simbaotel \
@@ -24,10 +26,23 @@ NESTED := \
 test: services lint ## start the servers, vet, check gofmt, run every test with -race (nested modules too)
 	SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
 	@for m in $(NESTED); do echo "== $$m"; (cd $$m && SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; done
+	@echo "== bench (the comparison's smoke test: every row once)"
+	cd bench && SIMBA_REQUIRE_SERVICES=1 $(GO) test -short -count=1 -timeout 5m ./...
+	@echo "== simulator: $(SIM_CI) seeded schedules within drift, and beyond it (without -race, which slows it tenfold)"
+	$(GO) test -count=1 -timeout 10m ./runtime/internal/sim -run 'TestSim$$|TestSimBeyondDrift' -sim.schedules=$(SIM_CI)
 
-soak: services ## the ZooKeeper fault and ensemble tests, many times over (tens of minutes)
+# Schedules the simulator runs in make test, and in make soak.
+SIM_CI ?= 100000
+SIM_SOAK ?= 1000000
+
+soak: services ## long runs: the simulator's million schedules, the ZooKeeper fault and ensemble tests many times over (an hour or so)
+	$(GO) test -count=1 -timeout 120m ./runtime/internal/sim -run 'TestSim$$' -sim.schedules=$(SIM_SOAK) -v
 	SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=10 -timeout 60m -run 'Test(Server|Cut|Delayed|Session|Expired|Parent|Shortened)' ./backends/zookeeper/
 	cd tests && SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=10 -timeout 90m ./zookeeper/
+
+reliability: ## print the safety figures: simulated schedules, faults by kind, violations within and beyond drift, mutants caught, worst gaps
+	@$(GO) test -count=1 -timeout 30m ./runtime/internal/sim -run 'TestSim$$|TestSimBeyondDrift|TestMutantsCaught' -sim.schedules=$(SIM_CI) -v 2>&1 | \
+		grep -E 'sim within drift|sim beyond drift|caught in|mutants caught|^(--- |ok|FAIL)' 
 
 # The examples are built once (the first build on a fresh machine compiles
 # the backends' drivers too, a minute or so), then each runs about 10s.
@@ -44,12 +59,19 @@ bench: ## run the benchmarks, with the generated wrapper's per-step overhead (te
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 	cd testdata && $(GO) test -run='^$$' -bench=. -benchmem ./...
 
+# The side-by-side comparison (bench/, a module of its own): our backends and
+# the peers through one harness, one Markdown table on stdout. About 15
+# minutes; COMPARE_FLAGS passes flags, e.g. COMPARE_FLAGS='-only Redis'.
+compare: services ## the table of the README's "How we compare": ours and the peers side by side
+	cd bench && $(GO) run ./cmd/compare $(COMPARE_FLAGS)
+
 generate: ## run go generate (simbagen writes each package's simba_gen.go)
 	$(GO) generate ./...
 
 lint: ## go vet (nested modules too); fail if gofmt would change a file or a generated file is stale
 	$(GO) vet ./...
 	@for m in $(NESTED); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	cd bench && $(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l lists files (run gofmt -w):"; echo "$$out"; exit 1; fi
 	$(GO) tool simbagen -check ./...
 

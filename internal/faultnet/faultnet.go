@@ -77,12 +77,15 @@ func (l *Link) DialTimeout(network, addr string, timeout time.Duration) (net.Con
 }
 
 // Cut closes every connection made through the link and makes new dials
-// fail with [ErrCut], until [Link.Heal].
+// fail with [ErrCut], until [Link.Heal]. Dials, reads and writes waiting in
+// a blackhole fail at once, as on a cut link.
 func (l *Link) Cut() {
 	l.mu.Lock()
 	l.state = cut
 	conns := l.conns
 	l.conns = make(map[*conn]struct{})
+	close(l.heal) // wakes the waiters of a blackhole: they find the cut
+	l.heal = make(chan struct{})
 	l.mu.Unlock()
 	for c := range conns {
 		c.Conn.Close()

@@ -121,6 +121,45 @@ func TestBlackhole(t *testing.T) {
 	}
 }
 
+// A cut ends what waits in a blackhole, as it ends everything else: a
+// crashed node's reads without a deadline must not wait for a heal that never
+// comes.
+func TestCutEndsBlackhole(t *testing.T) {
+	addr := echo(t)
+	l := New()
+	c, err := l.Dial(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l.Blackhole()
+	done := make(chan error, 1)
+	go func() { done <- roundTrip(c, time.Hour) }() // as good as none
+	dialed := make(chan error, 1)
+	go func() {
+		_, err := l.Dial(context.Background(), "tcp", addr)
+		dialed <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	l.Cut()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("round trip waiting in a blackhole succeeded after the cut")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("round trip waiting in a blackhole still waits 5s after the cut")
+	}
+	select {
+	case err := <-dialed:
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("dial waiting in a blackhole, then cut = %v; want connection refused", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("dial waiting in a blackhole still waits 5s after the cut")
+	}
+}
+
 func TestDelay(t *testing.T) {
 	addr := echo(t)
 	l := New()

@@ -1,0 +1,43 @@
+package bench
+
+// Impls returns the rows of the table, ours first, each one entry: a backend
+// of ours or a peer is added here and nowhere else.
+func Impls() []Impl {
+	return []Impl{
+		{
+			Name: "simba Lock", Store: "Redis",
+			Config: "runtime.Config{LeaseDuration: 2s} (renewal every 667 ms, one session per node); simbaredis.New(client, WithPrefix, WithMaxLease(2s)); Lock/Unlock",
+			Open:   simbaOnRedis(false),
+		},
+		{
+			Name: "simba Election", Store: "Redis",
+			Config: "as simba Lock; StartElection, OnElected, Stop",
+			Open:   simbaOnRedis(true),
+		},
+		{
+			Name: "redislock", Store: "Redis",
+			Config: "Obtain(ttl 2s, LinearBackoff(100ms)); Refresh(2s) every 667 ms per lock; Release",
+			Open:   redislockRow,
+		},
+		{
+			Name: "redsync", Store: "Redis",
+			Config: "one goredis pool; NewMutex(WithExpiry(2s), default retry delay 50–250 ms, unbounded tries); ExtendContext every 667 ms per lock; UnlockContext",
+			Open:   redsyncRow,
+		},
+		{
+			Name: "etcd Mutex", Store: "etcd (embedded)",
+			Config: "concurrency.NewSession(WithTTL(2)) per node; NewMutex(session, prefix); Lock/Unlock",
+			Open:   etcdRow(false),
+		},
+		{
+			Name: "etcd Election", Store: "etcd (embedded)",
+			Config: "concurrency.NewSession(WithTTL(2)) per node; NewElection(session, prefix); Campaign/Resign",
+			Open:   etcdRow(true),
+		},
+		{
+			Name: "zk Lock", Store: "ZooKeeper",
+			Config: "zk.Connect(servers, 2s) per node (pings every 667 ms); zk.NewLock(conn, path, WorldACL); Lock/Unlock",
+			Open:   zkLockRow,
+		},
+	}
+}
