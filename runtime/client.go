@@ -15,7 +15,7 @@ import (
 )
 
 // Client is one node's connection to a backend: one session, renewed in the
-// background, and every election and lock this node runs on it (SPEC S1). A
+// background, and every election and lock this node runs on it (S1). A
 // process may hold several clients; each acts as a separate node.
 //
 // A Client is safe for concurrent use. Create it with [NewClient] and end it
@@ -69,7 +69,7 @@ func WithObserver(ob Observer) Option { return func(o *options) { o.observer = o
 // WithCallbackExecutor sets how listener callbacks get a goroutine: exec must
 // arrange for f to run, or return an error if it cannot (a bounded pool that
 // is full). It must not block. The default starts a goroutine. Callbacks of
-// one election still run one at a time, in order (SPEC L2); if exec refuses
+// one election still run one at a time, in order (L2); if exec refuses
 // an elected callback, the term is given up without callbacks (L6); a
 // refused revoked callback runs on a goroutine of the client's (L1).
 func WithCallbackExecutor(exec func(f func()) error) Option {
@@ -151,7 +151,7 @@ func wait(ctx context.Context, w chan waitResult) (waitResult, error) {
 // await steps an input that completes a waiter, and waits for it or for
 // ctx. Called with a context the engine gave a callback or task, it steps
 // the input without a waiter and returns nil at once: waiting there could
-// wait for the caller itself (SPEC L5).
+// wait for the caller itself (L5).
 func (c *Client) await(ctx context.Context, input func(w engine.Waiter) engine.Input) error {
 	if c.inside(ctx) {
 		c.step(input(0))
@@ -169,7 +169,7 @@ func (c *Client) await(ctx context.Context, input func(w engine.Waiter) engine.I
 
 // insideKey marks the contexts the engine passes to callbacks and tasks, so
 // that a Stop, StepDown or Close called with them does not wait for itself
-// (SPEC L5).
+// (L5).
 type insideKey struct{}
 
 func (c *Client) inside(ctx context.Context) bool {

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// C1: DefaultConfig gives the defaults of SPEC §5.
+// C1: DefaultConfig gives the defaults of §5.
 func TestDefaultConfig(t *testing.T) {
 	got := DefaultConfig()
 	want := Config{

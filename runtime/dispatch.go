@@ -6,7 +6,7 @@ import (
 )
 
 // serialQueue runs functions one at a time, in order, each on a goroutine
-// obtained from exec (SPEC L2). It holds no goroutine while empty.
+// obtained from exec (L2). It holds no goroutine while empty.
 type serialQueue struct {
 	exec func(func()) error
 
@@ -73,7 +73,7 @@ func (q *serialQueue) next() {
 	}
 }
 
-// protect calls f and turns a panic into a *PanicError (SPEC L7).
+// protect calls f and turns a panic into a *PanicError (L7).
 func protect(f func() error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {

@@ -13,7 +13,7 @@
 //
 // A [Client] is one node. It opens one session in the backend and renews it
 // every RenewInterval with one call, whatever the number of leases it holds
-// (SPEC S1). Every lease it holds lives and dies with that session. A session
+// (S1). Every lease it holds lives and dies with that session. A session
 // that expired never comes back: the client opens a new one and contends
 // again (S3). [Client.Close] hands everything over and closes the session
 // (S4). [Client.Snapshot] shows the session's state: SessionOpening,
@@ -39,7 +39,7 @@
 // A [Term] is one period during which this node owns a lease. Its
 // [Term.Token] is a fencing token, strictly increasing across the terms of a
 // name: pass it with every write to the resource you protect, and let the
-// resource refuse writes with a lower token than it has seen (SPEC §7).
+// resource refuse writes with a lower token than it has seen (§7).
 // [Term.Valid] and [Term.Remaining] are pure functions of the monotonic
 // clock: a process that wakes from a long pause reads false at once (T3).
 // [Term.EnsureValid] checks that the term stays valid for longer than the next
@@ -110,7 +110,7 @@
 // host whose monotonic clock stops while suspended can believe a term valid
 // after the backend expired it; a backend whose clock steps moves every lease
 // at once. Only fencing — the resource checking the token — protects against
-// these (SPEC §11).
+// these (§11).
 //
 // # Observability
 //

@@ -15,7 +15,7 @@ var ErrStopped = errors.New("election stopped")
 
 // Listener receives an election's callbacks. They run one at a time, in
 // order, never while the engine holds a lock, and every Elected is followed
-// by exactly one Revoked for the same term (SPEC L1, L2). The engine does not
+// by exactly one Revoked for the same term (L1, L2). The engine does not
 // wait for them, except that Stop and StepDown return after the last Revoked
 // has run (L3).
 //
@@ -78,7 +78,7 @@ type TaskFunc func(ctx context.Context, t *Term) error
 // WithTask runs task once per term while this node holds the lease, on a
 // goroutine of its own, with a context cancelled when the term ends. Stop and
 // StepDown wait for it to return before releasing the lease — at most until
-// the term's validity at that moment runs out (SPEC H1, H2). If it returns
+// the term's validity at that moment runs out (H1, H2). If it returns
 // while the term is still valid, the election steps down for the task-end
 // cooldown (see [WithTaskEndCooldown]). A returned error or a panic is
 // reported to the log and the observer.
@@ -100,7 +100,7 @@ type Election struct {
 
 // StartElection makes this node a candidate for the lease name: it tries to
 // acquire it every RenewInterval/2 plus jitter, and at once when a backend
-// that broadcasts releases reports one (SPEC A1). l (which may be nil)
+// that broadcasts releases reports one (A1). l (which may be nil)
 // receives the elected and revoked callbacks. A name can be started only once
 // per client, across elections and locks ([ErrNameInUse], L4, L8).
 func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) (*Election, error) {
@@ -155,7 +155,7 @@ func (e *Election) Term() *Term {
 	return nil
 }
 
-// Stop ends the election with the hand-off order (SPEC H1): the term is
+// Stop ends the election with the hand-off order (H1): the term is
 // revoked, its task cancelled and awaited (at most until the validity the
 // term had left), the lease released with its token, the revoked callback
 // delivered; then Stop returns, and the listener gets no more callbacks (L3).
@@ -167,7 +167,7 @@ func (e *Election) Stop(ctx context.Context) error {
 }
 
 // StepDown hands the lease over like Stop, but keeps the election started: it
-// contends again cooldown after the moment it stepped down (SPEC H4). Use it
+// contends again cooldown after the moment it stepped down (H4). Use it
 // to move leadership away before a deploy or to drain a node.
 func (e *Election) StepDown(ctx context.Context, cooldown time.Duration) error {
 	if cooldown < 0 {
@@ -190,7 +190,7 @@ func (c *Client) stop(ctx context.Context, id engine.ContenderID, stepDown bool,
 
 // RunWhileLeader runs fn each time this node is elected for name, with the
 // term, until ctx ends; then it stops the election with the hand-off order
-// and returns nil (SPEC §13). fn's context is cancelled when the term ends. If
+// and returns nil (§13). fn's context is cancelled when the term ends. If
 // fn returns while the term is still valid, finished or failed, the node steps
 // down for the task-end cooldown (RenewInterval unless [WithTaskEndCooldown]
 // says otherwise), so that leadership never sits idle on a node whose task

@@ -21,13 +21,13 @@ var (
 	ErrClosed = engine.ErrClosed
 
 	// ErrNameInUse reports a name already started on this client by an
-	// election, a lock, a schedule or a partition group (SPEC L8).
+	// election, a lock, a schedule or a partition group (L8).
 	ErrNameInUse = engine.ErrNameInUse
 
 	// ErrInvalidConfig is matched by the *ConfigError of [Config.Validate].
 	ErrInvalidConfig = errors.New("invalid config")
 
-	// ErrInvalidName is matched by errors about lease names that break SPEC
+	// ErrInvalidName is matched by errors about lease names that break
 	// T1; it is backends.ErrInvalidName.
 	ErrInvalidName = backends.ErrInvalidName
 
@@ -61,7 +61,7 @@ func (e *TermExpiredError) Error() string {
 func (e *TermExpiredError) Is(target error) bool { return target == ErrTermExpired }
 
 // PanicError is a panic recovered from user code the engine called (a
-// callback, a leader task), reported like a returned error (SPEC L7).
+// callback, a leader task), reported like a returned error (L7).
 type PanicError struct {
 	Value any    // the value passed to panic
 	Stack []byte // the goroutine's stack at the panic

@@ -13,7 +13,7 @@ func WithSeed(seed uint64) Option { return func(o *options) { o.seed, o.seeded =
 // PauseEngine stops the client's timer. While no backend reply, task or
 // callback completion and no release notification arrives (freeze the
 // node's link first and wait for the bubble), no goroutine of the engine
-// runs, however much virtual time passes: the node is paused (SPEC T3).
+// runs, however much virtual time passes: the node is paused (T3).
 // ResumeEngine ends the pause with a tick at the current time.
 func (c *Client) PauseEngine() {
 	c.mu.Lock()

@@ -23,7 +23,7 @@ type Group struct {
 }
 
 // StartGroup joins the partition group name, whose partition i is the lease
-// "name.i" (SPEC §13), and runs fn for each partition this member holds: once
+// "name.i" (§13), and runs fn for each partition this member holds: once
 // per term if s has neither Rate nor Delay (a task that returns early leaves
 // the partition held and idle until a rebalance moves it, so that its work is
 // not rerun elsewhere), else on s's schedule, with slots recorded per
@@ -103,7 +103,7 @@ func (g *Group) Partitions() []int {
 func (g *Group) Stop(ctx context.Context) error { return g.client.stopGroup(ctx, g.id, false, 0) }
 
 // StepDown hands every partition over and leaves the group for cooldown,
-// then joins again (SPEC §13: a member in a step-down cooldown leaves the
+// then joins again (§13: a member in a step-down cooldown leaves the
 // group).
 func (g *Group) StepDown(ctx context.Context, cooldown time.Duration) error {
 	if cooldown < 0 {

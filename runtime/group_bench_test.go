@@ -14,7 +14,7 @@ import (
 // backend calls until the assignment is fair again (then the 8th leaves,
 // untimed). It also measures the steady state with all 8 members, once they
 // have converged: backend calls per member per renewal interval, which must
-// be exactly one keep-alive each (SPEC S1), with no Acquire, Members or any
+// be exactly one keep-alive each (S1), with no Acquire, Members or any
 // other call (no polling).
 //
 // Real time, with a 600ms lease (renewals every 200ms): a join converges

@@ -105,7 +105,7 @@ func (l *partLog) audit() {
 
 // observer returns member's observer, which also passes every event on to
 // next. It checks that partition events name the group, the partition's
-// lease and a token (SPEC §13, observability).
+// lease and a token (§13, observability).
 func (l *partLog) observer(member int, next runtime.Observer) runtime.Observer {
 	return runtime.ObserverFunc(func(ev runtime.Event) {
 		next.Observe(ev)
@@ -304,7 +304,7 @@ func (r *groupRig) close() {
 // holders returns who holds each partition as the store sees it: "m<id>"
 // for a current member, "" if free, "!<session>" for anyone else. It also
 // checks that what each member reports — Group.Partitions and its Snapshot's
-// GroupStatus — matches the store (SPEC §13, observability).
+// GroupStatus — matches the store (§13, observability).
 func (r *groupRig) holders() []string {
 	r.t.Helper()
 	view := r.view()
@@ -397,7 +397,7 @@ func sessionIDs(ss []string) []backends.SessionID {
 }
 
 // change applies a membership change (gone: the members it removes) and
-// checks SPEC §13 from what actually happened, read from the partition
+// checks §13 from what actually happened, read from the partition
 // events: by the bound after the change the assignment is fair, every move
 // happened within the bound, and the partitions that changed hands are
 // exactly the minimum needed to reach a fair state from the state before

@@ -81,7 +81,7 @@ func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error
 }
 
 // Unlock releases the lock held with term t: the term is revoked, then the
-// lease is released with its token (SPEC T5). It returns when the backend
+// lease is released with its token (T5). It returns when the backend
 // answered or ctx ended. Unlocking a term that already ended returns nil.
 func (c *Client) Unlock(ctx context.Context, t *Term) error {
 	if t == nil {

@@ -23,7 +23,7 @@ const (
 	EventSessionRenewed
 	// EventSessionLeaseShortened: the backend granted too little for two
 	// renewals RenewInterval apart; the client renews every third of the
-	// local validity (Duration) instead (SPEC C2). Once per session.
+	// local validity (Duration) instead (C2). Once per session.
 	EventSessionLeaseShortened
 	// EventSessionEnded: the session ended for Reason (ReasonDeadlinePassed,
 	// ReasonSessionExpired, or ReasonStopped when the client closed).
@@ -36,14 +36,14 @@ const (
 	// *PanicError).
 	EventTaskFailed
 	// EventTaskStuck: a task ignored its cancellation past the term's
-	// validity; the lease was released anyway (SPEC H2). The task is the
+	// validity; the lease was released anyway (H2). The task is the
 	// user's from then on: only fencing protects what it still writes.
 	EventTaskStuck
 	// EventCallbackPanicked: a listener or observer callback panicked; Err is
-	// a *PanicError (SPEC L7).
+	// a *PanicError (L7).
 	EventCallbackPanicked
 	// EventCallbackRejected: the callback executor refused the elected
-	// callback of Name#Token; the term was given up (SPEC L6).
+	// callback of Name#Token; the term was given up (L6).
 	EventCallbackRejected
 	// EventBackendError: a backend call for Name (or for the session, when
 	// Name is empty) failed with Err, other than "lease held". For a group

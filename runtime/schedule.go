@@ -10,7 +10,7 @@ import (
 	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
-// Schedule says when leader-only work runs (SPEC §13). Exactly one of Rate
+// Schedule says when leader-only work runs (§13). Exactly one of Rate
 // and Delay is set for [Client.StartSchedule]; for [Client.StartGroup], both
 // zero means "once per term".
 //
@@ -86,7 +86,7 @@ type ScheduleStatus struct {
 }
 
 // StartSchedule runs fn while this node leads the lease name, as s says
-// (SPEC §13). Each run gets the term's context, cancelled when the term ends,
+// (§13). Each run gets the term's context, cancelled when the term ends,
 // and the term; a failed or panicking run is reported and the schedule goes
 // on. Stop and StepDown follow the hand-off order: the run in progress is
 // cancelled and awaited (H1, H2).

@@ -7,7 +7,7 @@ import (
 	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
-// Snapshot is a point-in-time view of a client (SPEC S5), for status pages
+// Snapshot is a point-in-time view of a client (S5), for status pages
 // and tests.
 type Snapshot struct {
 	State       SessionState       // the session's state: SessionOpening, SessionLive, SessionSuspended or SessionClosed
@@ -119,7 +119,7 @@ func (c *Client) Snapshot() Snapshot {
 	return snap
 }
 
-// SessionState is the state of a client's session (SPEC S5).
+// SessionState is the state of a client's session (S5).
 type SessionState int
 
 const (

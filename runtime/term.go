@@ -10,13 +10,13 @@ import (
 	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
-// Token is a fencing token (SPEC §7): greater than zero, constant within a
+// Token is a fencing token (§7): greater than zero, constant within a
 // term, strictly increasing across the terms of one name. Pass it with every
 // write to a protected resource. It is backends.Token, so that fencing
 // recipes take [Term.Token] without conversion.
 type Token = backends.Token
 
-// Reason says why a term ended (SPEC T4). A Reason is also an error, so that
+// Reason says why a term ended (T4). A Reason is also an error, so that
 // it can be the cause of the term's context:
 //
 //	errors.Is(context.Cause(t.Context()), runtime.ReasonDeadlinePassed)
@@ -62,7 +62,7 @@ type deadline struct{ at atomic.Int64 }
 func (d *deadline) get() mono  { return mono(d.at.Load()) }
 func (d *deadline) set(t mono) { d.at.Store(int64(t)) }
 
-// Term is one period during which this node owns a lease (SPEC T2). Winning a
+// Term is one period during which this node owns a lease (T2). Winning a
 // name twice gives two distinct Terms. All methods are safe for concurrent
 // use and never block.
 //
@@ -117,7 +117,7 @@ func (t *Term) Remaining() time.Duration {
 
 // EnsureValid returns nil if the term stays valid for more than min, and a
 // *TermExpiredError (matching [ErrTermExpired]) otherwise. Call it before a
-// step that must not start when the term is about to end (SPEC E1). It
+// step that must not start when the term is about to end (E1). It
 // narrows the window in which a stale holder starts work but cannot close it:
 // a pause can follow the check, so writes still carry [Term.Token] (E2).
 func (t *Term) EnsureValid(min time.Duration) error {

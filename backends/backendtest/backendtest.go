@@ -30,7 +30,7 @@ type Harness struct {
 	TTL time.Duration
 
 	// MaxLease is the longest time to live the backend grants, if it clamps
-	// requests (SPEC C2, §15), or 0 if it does not.
+	// requests (C2, §15), or 0 if it does not.
 	MaxLease time.Duration
 
 	// ExpiryGrace is how long after a session's remaining time has run out
@@ -49,7 +49,7 @@ type Harness struct {
 	// function that restarts that store with all of its state lost
 	// (sessions, leases, values, groups, token counter) and returns the
 	// MaxLease the backend was configured with, which its amnesia guard
-	// waits for before granting leases again (SPEC §15). Keep that MaxLease
+	// waits for before granting leases again (§15). Keep that MaxLease
 	// short (a few TTLs) so that the case stays short.
 	NewRestartable func(t *testing.T) (b backends.Backend, restart func() (maxLease time.Duration))
 

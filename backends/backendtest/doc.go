@@ -2,7 +2,7 @@
 // implementation of package backends — memory, PostgreSQL, Redis, ZooKeeper,
 // or your own — runs it against a real store and passes it. It works like
 // testing/fstest: one call, [Run], runs one named subtest per contract, each
-// commented with the SPEC rules it checks (S for sessions, T for leases and
+// commented with the rules of docs/design.md it checks (S for sessions, T for leases and
 // tokens, F for fencing tokens, §12 for the backend contract, §15 for the
 // amnesia guard).
 //

@@ -42,7 +42,7 @@ func TestOpenZooKeeper(t *testing.T) {
 	}
 }
 
-// SPEC §12: credentials in zk:// URLs never appear in an error, whether the
+// §12: credentials in zk:// URLs never appear in an error, whether the
 // URL is malformed or the ensemble cannot be reached; an unreachable
 // ensemble fails within the call's bound, naming the servers.
 func TestOpenZooKeeperErrors(t *testing.T) {

@@ -84,7 +84,7 @@ var defaultCfg = Config{LeaseDuration: 15 * time.Second, RenewInterval: 5 * time
 // BenchmarkRenewal measures one renewal of a session holding 1, 100 and
 // 10,000 leases: the engine's work plus the memory store's, on one
 // goroutine. It reports backend calls per renewal, which must be exactly 1
-// whatever the number of leases (SPEC S1).
+// whatever the number of leases (S1).
 func BenchmarkRenewal(b *testing.B) {
 	for _, n := range []int{1, 100, 10_000} {
 		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) {
