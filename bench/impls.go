@@ -15,6 +15,16 @@ func Impls() []Impl {
 			Open:   simbaOnRedis(true),
 		},
 		{
+			Name: "simba Lock", Store: "PostgreSQL",
+			Config: "runtime.Config{LeaseDuration: 2s}; a pgxpool per node (pgx defaults); simbapg.New(pool, WithSchema, WithMaxLease(2s)), notifications on; Lock/Unlock",
+			Open:   simbaOnPostgres(false),
+		},
+		{
+			Name: "simba Lock", Store: "ZooKeeper",
+			Config: "runtime.Config{LeaseDuration: 2s}; simbazk.New(servers, WithRoot, WithMaxLease(2s), WithTickTime(500ms)) per node; Lock/Unlock",
+			Open:   simbaOnZooKeeper(false),
+		},
+		{
 			Name: "redislock", Store: "Redis",
 			Config: "Obtain(ttl 2s, LinearBackoff(100ms)); Refresh(2s) every 667 ms per lock; Release",
 			Open:   redislockRow,

@@ -1,8 +1,3 @@
-//go:build ignore
-
-// This row waits for its backend to be merged into main: then drop the
-// build line above and add its Impl entries (see pending_impls.txt).
-
 package bench
 
 import (
