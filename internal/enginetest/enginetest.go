@@ -104,6 +104,9 @@ func testHolderFollowed(t *testing.T, h *Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A store's notifications may start late (a subscription to set up,
+	// backends.Notifier): give the watcher's and the candidate's a moment.
+	time.Sleep(250 * time.Millisecond)
 	start := time.Now()
 	if err := ea.Stop(ctx); err != nil {
 		t.Fatal(err)
