@@ -1,0 +1,128 @@
+package simbapg
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// Benchmarks against the shared PostgreSQL:
+//
+//	go test -run='^$' -bench=. -benchtime=500x ./backends/postgres/
+
+// statementCounter is a pgx tracer that counts the statementCounter a pool sends.
+type statementCounter struct{ n atomic.Int64 }
+
+func (s *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	s.n.Add(1)
+	return ctx
+}
+func (s *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// S1: a keep-alive is one statement whatever the number of leases held, and
+// its time is flat in it: it touches the session's row and the groups it
+// joined, never its leases. Reported: statements/op (counted by a pgx
+// tracer) and the median keep-alive.
+func BenchmarkKeepAlive(b *testing.B) {
+	dsn := sharedDSN(b)
+	admin := newPool(b, dsn, nil)
+	for _, n := range []int{1, 100, 10000} {
+		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) {
+			var count statementCounter
+			cfg := poolConfig(b, dsn, nil)
+			cfg.ConnConfig.Tracer = &count
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pool.Close()
+			bk := newBackend(b, pool, admin, WithMaxLease(time.Minute)) // acquiring 10,000 takes seconds
+			ctx := context.Background()
+			s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close(ctx)
+			for i := range n {
+				if _, err := s.Acquire(ctx, fmt.Sprintf("lease-%d", i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			times := make([]time.Duration, 0, b.N)
+			count.n.Store(0)
+			b.ResetTimer()
+			for range b.N {
+				t0 := time.Now()
+				r, err := s.KeepAlive(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				times = append(times, time.Since(t0))
+				if r.Digest.Leases != n {
+					b.Fatalf("digest counts %d leases; want %d", r.Digest.Leases, n)
+				}
+			}
+			b.StopTimer()
+			sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+			b.ReportMetric(float64(count.n.Load())/float64(b.N), "statements/op")
+			b.ReportMetric(float64(times[len(times)/2].Microseconds()), "p50-µs")
+		})
+	}
+}
+
+// Acquire+release beside the raw floor: two single-row conditional UPDATEs
+// (durable commits), each pair measured next to the other. Reported: the
+// medians and their ratio.
+func BenchmarkAcquireRelease(b *testing.B) {
+	dsn := sharedDSN(b)
+	admin := newPool(b, dsn, nil)
+	pool := newPool(b, dsn, nil)
+	bk := newBackend(b, pool, admin)
+	ctx := context.Background()
+	s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close(ctx)
+	table := pgx.Identifier{bk.Schema() + "_raw"}.Sanitize()
+	mustExec(b, admin, "CREATE TABLE "+table+" (id int PRIMARY KEY, token bigint NOT NULL)")
+	defer mustExec(b, admin, "DROP TABLE "+table)
+	mustExec(b, admin, "INSERT INTO "+table+" VALUES (1, 0)")
+	ours := make([]time.Duration, 0, b.N)
+	raw := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		g, err := s.Acquire(ctx, "lease")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Release(ctx, "lease", g.Token); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		for range 2 {
+			if _, err := pool.Exec(ctx, "UPDATE "+table+" SET token = $1 WHERE id = 1 AND token <= $1", int64(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ours, raw = append(ours, t1.Sub(t0)), append(raw, time.Since(t1))
+	}
+	b.StopTimer()
+	med := func(d []time.Duration) time.Duration {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return d[len(d)/2]
+	}
+	o, r := med(ours), med(raw)
+	b.ReportMetric(float64(o.Microseconds()), "pair-p50-µs")
+	b.ReportMetric(float64(r.Microseconds()), "raw-pair-p50-µs")
+	b.ReportMetric(float64(o)/float64(r), "ratio")
+}
