@@ -22,13 +22,13 @@ func TestAmnesiaRestartWithoutData(t *testing.T) {
 	p := newProxy(t, srv.addr)
 	isolated := newBackend(t, p.client(t), admin, WithMaxLease(testConfig.LeaseDuration))
 	a := startNode(t, "a", isolated, "lease")
-	ta := a.waitElected(5 * time.Second)
+	ta := a.WaitElected(5 * time.Second)
 	b := startNode(t, "b", sameNamespace(t, isolated, newClient(t, srv.addr)), "lease")
-	b.notElected(testConfig.RenewInterval)
+	b.NotElected(testConfig.RenewInterval)
 	runBefore := runID(t, admin)
 
 	p.cut()
-	deadline := time.Now().Add(ta.term.Remaining())
+	deadline := time.Now().Add(ta.Term.Remaining())
 	restartAt := time.Now()
 	srv.restart()
 	if runID(t, admin) == runBefore {
@@ -36,23 +36,23 @@ func TestAmnesiaRestartWithoutData(t *testing.T) {
 	}
 	t.Logf("Redis restarted in %v; a's term has %v left", time.Since(restartAt), time.Until(deadline))
 
-	tb := b.waitElected(isolated.MaxLease() + 2*time.Second)
-	if ta.term.Valid() {
-		t.Errorf("a's term %v still valid when b was elected with %v: two valid terms (§15)", ta.term, tb.term)
+	tb := b.WaitElected(isolated.MaxLease() + 2*time.Second)
+	if ta.Term.Valid() {
+		t.Errorf("a's term %v still valid when b was elected with %v: two valid terms (§15)", ta.Term, tb.Term)
 	}
-	ta.waitEnded(t, time.Until(deadline)+time.Second)
-	t.Logf("b elected %v after the restart, %v after a's term ended", tb.electedAt.Sub(restartAt), tb.electedAt.Sub(ta.endedAt))
-	if !ta.endedAt.Before(tb.electedAt) {
-		t.Errorf("a's term ended at %v, after b was elected at %v: two valid terms (§15)", ta.endedAt, tb.electedAt)
+	ta.WaitEnded(t, time.Until(deadline)+time.Second)
+	t.Logf("b elected %v after the restart, %v after a's term ended", tb.ElectedAt.Sub(restartAt), tb.ElectedAt.Sub(ta.EndedAt))
+	if !ta.EndedAt.Before(tb.ElectedAt) {
+		t.Errorf("a's term ended at %v, after b was elected at %v: two valid terms (§15)", ta.EndedAt, tb.ElectedAt)
 	}
-	if !tb.electedAt.After(deadline) {
+	if !tb.ElectedAt.After(deadline) {
 		t.Errorf("b elected before a's local deadline: two valid terms (§15)")
 	}
-	if since := tb.electedAt.Sub(restartAt); since < isolated.MaxLease() {
+	if since := tb.ElectedAt.Sub(restartAt); since < isolated.MaxLease() {
 		t.Errorf("b elected %v after the restart; want no grant before MaxLease %v (§15)", since, isolated.MaxLease())
 	}
-	if tb.term.Token() <= ta.term.Token() {
-		t.Errorf("b's token %d after the restart; want > a's %d from before it (F5, §15)", tb.term.Token(), ta.term.Token())
+	if tb.Term.Token() <= ta.Term.Token() {
+		t.Errorf("b's token %d after the restart; want > a's %d from before it (F5, §15)", tb.Term.Token(), ta.Term.Token())
 	}
 	p.heal()
 }

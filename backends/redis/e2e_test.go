@@ -16,32 +16,32 @@ func TestEndToEndHandOff(t *testing.T) {
 	addr, admin := sharedRedis(t)
 	b := newBackend(t, newClient(t, addr), admin)
 	a := startNode(t, "a", b, "report")
-	ta := a.waitElected(5 * time.Second)
+	ta := a.WaitElected(5 * time.Second)
 	c := startNode(t, "c", sameNamespace(t, b, newClient(t, addr)), "report")
-	c.notElected(2 * testConfig.RenewInterval)
+	c.NotElected(2 * testConfig.RenewInterval)
 
 	// Let c's next attempt be far away, so that only a notification can
 	// explain a prompt take-over.
 	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
-	if err := a.e.Stop(context.Background()); err != nil {
+	if err := a.E.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	tc := c.waitElected(5 * time.Second)
+	tc := c.WaitElected(5 * time.Second)
 	took := time.Since(start)
 	t.Logf("graceful hand-off took %v", took)
-	ta.waitEnded(t, time.Second)
+	ta.WaitEnded(t, time.Second)
 	if took > 300*time.Millisecond {
 		t.Errorf("graceful hand-off took %v; want it prompt, through the release notification (A1)", took)
 	}
-	if ta.reason != runtime.ReasonStopped {
-		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonStopped)
+	if ta.Reason != runtime.ReasonStopped {
+		t.Errorf("a's term ended with %v; want %v", ta.Reason, runtime.ReasonStopped)
 	}
-	if !ta.endedAt.Before(tc.electedAt) {
-		t.Errorf("a's term ended at %v, after c was elected at %v: two valid terms (T2)", ta.endedAt, tc.electedAt)
+	if !ta.EndedAt.Before(tc.ElectedAt) {
+		t.Errorf("a's term ended at %v, after c was elected at %v: two valid terms (T2)", ta.EndedAt, tc.ElectedAt)
 	}
-	if tc.term.Token() <= ta.term.Token() {
-		t.Errorf("c's token %d; want > a's %d (T2, F5)", tc.term.Token(), ta.term.Token())
+	if tc.Term.Token() <= ta.Term.Token() {
+		t.Errorf("c's token %d; want > a's %d (T2, F5)", tc.Term.Token(), ta.Term.Token())
 	}
 }
 

@@ -21,57 +21,57 @@ func TestCutConnection(t *testing.T) {
 	p := newProxy(t, addr)
 	cutOff := newBackend(t, p.client(t), admin)
 	a := startNode(t, "a", cutOff, "lease")
-	ta := a.waitElected(5 * time.Second)
-	oldSession := a.waitState(runtime.SessionLive, time.Second).Session
+	ta := a.WaitElected(5 * time.Second)
+	oldSession := a.WaitState(runtime.SessionLive, time.Second).Session
 	b := startNode(t, "b", sameNamespace(t, cutOff, newClient(t, addr)), "lease")
-	b.notElected(testConfig.RenewInterval)
+	b.NotElected(testConfig.RenewInterval)
 
 	p.cut()
 	// A renewal whose reply was already on its way may still succeed; once
 	// one has failed, none can: the term's deadline is fixed.
-	a.waitState(runtime.SessionSuspended, 2*testConfig.RenewInterval)
-	deadline := time.Now().Add(ta.term.Remaining())
+	a.WaitState(runtime.SessionSuspended, 2*testConfig.RenewInterval)
+	deadline := time.Now().Add(ta.Term.Remaining())
 
-	ta.waitEnded(t, time.Until(deadline)+time.Second)
-	if ta.reason != runtime.ReasonDeadlinePassed {
-		t.Errorf("a's term ended with %v; want %v (§11)", ta.reason, runtime.ReasonDeadlinePassed)
+	ta.WaitEnded(t, time.Until(deadline)+time.Second)
+	if ta.Reason != runtime.ReasonDeadlinePassed {
+		t.Errorf("a's term ended with %v; want %v (§11)", ta.Reason, runtime.ReasonDeadlinePassed)
 	}
 	// Done is closed by the engine's timer at the deadline; the goroutine
 	// that notes it runs a little later.
-	if early := deadline.Sub(ta.endedAt); early > 5*time.Millisecond {
+	if early := deadline.Sub(ta.EndedAt); early > 5*time.Millisecond {
 		t.Errorf("a's term ended %v before its local deadline; want at the deadline", early)
 	}
-	if late := ta.endedAt.Sub(deadline); late > 500*time.Millisecond {
+	if late := ta.EndedAt.Sub(deadline); late > 500*time.Millisecond {
 		t.Errorf("a's term ended %v after its local deadline; want at the deadline (D4)", late)
 	}
-	if ta.term.Valid() {
+	if ta.Term.Valid() {
 		t.Error("a's term still valid after its deadline")
 	}
-	t.Logf("a's term ended %v after its local deadline", ta.endedAt.Sub(deadline))
+	t.Logf("a's term ended %v after its local deadline", ta.EndedAt.Sub(deadline))
 
 	// Redis expires a's session LeaseDuration after its last renewal; b
 	// takes over at its next attempt.
-	tb := b.waitElected(testConfig.LeaseDuration + 2*testConfig.RenewInterval)
-	if !tb.electedAt.After(deadline) {
-		t.Errorf("b elected at %v, before a's local deadline %v: two valid terms", tb.electedAt, deadline)
+	tb := b.WaitElected(testConfig.LeaseDuration + 2*testConfig.RenewInterval)
+	if !tb.ElectedAt.After(deadline) {
+		t.Errorf("b elected at %v, before a's local deadline %v: two valid terms", tb.ElectedAt, deadline)
 	}
-	if tb.term.Token() <= ta.term.Token() {
-		t.Errorf("b's token %d; want > a's %d (T2)", tb.term.Token(), ta.term.Token())
+	if tb.Term.Token() <= ta.Term.Token() {
+		t.Errorf("b's token %d; want > a's %d (T2)", tb.Term.Token(), ta.Term.Token())
 	}
-	t.Logf("b elected %v after a's local deadline", tb.electedAt.Sub(deadline))
+	t.Logf("b elected %v after a's local deadline", tb.ElectedAt.Sub(deadline))
 
 	p.heal()
-	s := a.waitState(runtime.SessionLive, testConfig.LeaseDuration+time.Second)
+	s := a.WaitState(runtime.SessionLive, testConfig.LeaseDuration+time.Second)
 	if s.Session == oldSession {
 		t.Errorf("a's session after the cut healed is %s, the expired one; want a new session (S3)", s.Session)
 	}
-	a.notElected(testConfig.RenewInterval) // b holds the lease and is alive
-	if err := b.e.Stop(context.Background()); err != nil {
+	a.NotElected(testConfig.RenewInterval) // b holds the lease and is alive
+	if err := b.E.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	ta2 := a.waitElected(2 * testConfig.RenewInterval)
-	if ta2.term.Token() <= tb.term.Token() {
-		t.Errorf("a's new token %d; want > b's %d (T2)", ta2.term.Token(), tb.term.Token())
+	ta2 := a.WaitElected(2 * testConfig.RenewInterval)
+	if ta2.Term.Token() <= tb.Term.Token() {
+		t.Errorf("a's new token %d; want > b's %d (T2)", ta2.Term.Token(), tb.Term.Token())
 	}
 }
 
@@ -85,7 +85,7 @@ func TestReplyLatency(t *testing.T) {
 	p := newProxy(t, addr)
 	slow := newBackend(t, p.client(t), admin)
 	a := startNode(t, "a", slow, "lease")
-	ta := a.waitElected(5 * time.Second)
+	ta := a.WaitElected(5 * time.Second)
 
 	localValidity := time.Duration(float64(testConfig.LeaseDuration)*(1-testConfig.Drift)) - testConfig.Margin
 	const latency = 250 * time.Millisecond // below the renewal period (667 ms)
@@ -96,9 +96,9 @@ func TestReplyLatency(t *testing.T) {
 	time.Sleep(testConfig.RenewInterval + latency)
 	var most time.Duration
 	for end := time.Now().Add(2 * testConfig.RenewInterval); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
-		left := ta.term.Remaining()
+		left := ta.Term.Remaining()
 		if left <= 0 {
-			t.Fatalf("a's term ended under a latency below the renewal period (%v)", ta.term.Reason())
+			t.Fatalf("a's term ended under a latency below the renewal period (%v)", ta.Term.Reason())
 		}
 		most = max(most, left)
 	}
@@ -111,19 +111,19 @@ func TestReplyLatency(t *testing.T) {
 	const tooSlow = 1500 * time.Millisecond // beyond the renewal period
 	undo = p.delay(tooSlow)
 	time.Sleep(latency) // replies in flight drain
-	deadline := time.Now().Add(ta.term.Remaining())
-	ta.waitEnded(t, testConfig.LeaseDuration+time.Second)
-	if ta.reason != runtime.ReasonDeadlinePassed {
-		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonDeadlinePassed)
+	deadline := time.Now().Add(ta.Term.Remaining())
+	ta.WaitEnded(t, testConfig.LeaseDuration+time.Second)
+	if ta.Reason != runtime.ReasonDeadlinePassed {
+		t.Errorf("a's term ended with %v; want %v", ta.Reason, runtime.ReasonDeadlinePassed)
 	}
 	// Only a renewal sent before the latency was raised may still have
 	// moved the deadline: at most one renewal period.
-	if late := ta.endedAt.Sub(deadline); late > testConfig.RenewInterval+200*time.Millisecond {
+	if late := ta.EndedAt.Sub(deadline); late > testConfig.RenewInterval+200*time.Millisecond {
 		t.Errorf("a's term ended %v after the deadline it had when replies slowed; want no extension by late replies (D4)", late)
 	}
-	t.Logf("with %v of reply latency the term ended %v after its deadline, with %v", tooSlow, ta.endedAt.Sub(deadline), ta.reason)
+	t.Logf("with %v of reply latency the term ended %v after its deadline, with %v", tooSlow, ta.EndedAt.Sub(deadline), ta.Reason)
 	undo()
-	a.waitElected(testConfig.LeaseDuration + 2*testConfig.RenewInterval)
+	a.WaitElected(testConfig.LeaseDuration + 2*testConfig.RenewInterval)
 }
 
 // S3, T4: a session expired in Redis behind its client's back: the next
@@ -134,20 +134,20 @@ func TestSessionExpiredBehindBack(t *testing.T) {
 	addr, admin := sharedRedis(t)
 	b := newBackend(t, newClient(t, addr), admin)
 	a := startNode(t, "a", b, "lease")
-	ta := a.waitElected(5 * time.Second)
-	s := a.waitState(runtime.SessionLive, time.Second)
+	ta := a.WaitElected(5 * time.Second)
+	s := a.WaitState(runtime.SessionLive, time.Second)
 
 	expireSession(t, admin, b.keys, string(s.Session))
-	ta.waitEnded(t, 2*testConfig.RenewInterval)
-	if ta.reason != runtime.ReasonSessionExpired {
-		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonSessionExpired)
+	ta.WaitEnded(t, 2*testConfig.RenewInterval)
+	if ta.Reason != runtime.ReasonSessionExpired {
+		t.Errorf("a's term ended with %v; want %v", ta.Reason, runtime.ReasonSessionExpired)
 	}
-	ta2 := a.waitElected(3 * testConfig.RenewInterval)
-	if s2 := a.c.Snapshot(); s2.Session == s.Session {
+	ta2 := a.WaitElected(3 * testConfig.RenewInterval)
+	if s2 := a.C.Snapshot(); s2.Session == s.Session {
 		t.Errorf("a's session after expiry is still %s; want a new one (S3)", s.Session)
 	}
-	if ta2.term.Token() <= ta.term.Token() {
-		t.Errorf("token after the new session %d; want > %d", ta2.term.Token(), ta.term.Token())
+	if ta2.Term.Token() <= ta.Term.Token() {
+		t.Errorf("token after the new session %d; want > %d", ta2.Term.Token(), ta.Term.Token())
 	}
 }
 

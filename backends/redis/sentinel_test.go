@@ -38,9 +38,9 @@ func TestSentinelFailover(t *testing.T) {
 	// the leader's session, replicated, has run out by then.
 	b := newBackend(t, newFailoverClient(t), admin, WithMaxLease(5*time.Second))
 	a := startNode(t, "a", b, "lease")
-	ta := a.waitElected(5 * time.Second)
+	ta := a.WaitElected(5 * time.Second)
 	c := startNode(t, "c", sameNamespace(t, b, newFailoverClient(t)), "lease")
-	c.notElected(testConfig.RenewInterval)
+	c.NotElected(testConfig.RenewInterval)
 	// What the primary has, the replica has: the crash loses nothing that
 	// would explain a takeover by itself.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -65,21 +65,21 @@ func TestSentinelFailover(t *testing.T) {
 
 	var next *termRecord
 	select {
-	case next = <-c.elected:
-	case next = <-a.elected:
+	case next = <-c.Elected():
+	case next = <-a.Elected():
 	case <-ctx.Done():
 		t.Fatal("no node was elected after the fail-over")
 	}
-	ta.waitEnded(t, time.Second)
+	ta.WaitEnded(t, time.Second)
 	t.Logf("elected %v after the crash; the old term ended %v after it (%v)",
-		next.electedAt.Sub(killAt), ta.endedAt.Sub(killAt), ta.reason)
-	if !ta.endedAt.Before(next.electedAt) {
-		t.Errorf("the old term ended at %v, after the next was elected at %v: two valid terms", ta.endedAt, next.electedAt)
+		next.ElectedAt.Sub(killAt), ta.EndedAt.Sub(killAt), ta.Reason)
+	if !ta.EndedAt.Before(next.ElectedAt) {
+		t.Errorf("the old term ended at %v, after the next was elected at %v: two valid terms", ta.EndedAt, next.ElectedAt)
 	}
-	if since := next.electedAt.Sub(killAt); since < b.MaxLease() {
+	if since := next.ElectedAt.Sub(killAt); since < b.MaxLease() {
 		t.Errorf("a node was elected %v after the crash; want no grant before MaxLease %v (the amnesia guard, §15)", since, b.MaxLease())
 	}
-	if next.term.Token() <= ta.term.Token() {
-		t.Errorf("token after the fail-over %d; want > %d from before it (F5)", next.term.Token(), ta.term.Token())
+	if next.Term.Token() <= ta.Term.Token() {
+		t.Errorf("token after the fail-over %d; want > %d from before it (F5)", next.Term.Token(), ta.Term.Token())
 	}
 }

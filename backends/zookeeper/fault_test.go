@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/internal/enginetest"
 	"github.com/simba-go/simba/internal/faultnet"
 	"github.com/simba-go/simba/internal/testservers"
 	"github.com/simba-go/simba/runtime"
@@ -31,14 +32,14 @@ func TestServerRestartWithinTimeout(t *testing.T) {
 	servers := []string{srv.Addr}
 	b := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration))
 	a := startNode(t, "a", b, testConfig, "lease")
-	ta := a.waitElected(10 * time.Second)
-	session := a.waitState(runtime.SessionLive, time.Second).Session
+	ta := a.WaitElected(10 * time.Second)
+	session := a.WaitState(runtime.SessionLive, time.Second).Session
 	o := startNode(t, "o", sameRoot(t, b, servers), testConfig, "lease")
-	o.notElected(testConfig.RenewInterval)
+	o.NotElected(testConfig.RenewInterval)
 
 	// Right after a renewal, so that the restart fits in the validity left.
-	for r := a.c.Snapshot().Remaining; ; time.Sleep(5 * time.Millisecond) {
-		if now := a.c.Snapshot().Remaining; now > r {
+	for r := a.C.Snapshot().Remaining; ; time.Sleep(5 * time.Millisecond) {
+		if now := a.C.Snapshot().Remaining; now > r {
 			break
 		} else {
 			r = now
@@ -48,17 +49,17 @@ func TestServerRestartWithinTimeout(t *testing.T) {
 	srv.Stop()
 	srv.Start()
 	t.Logf("server stopped and serving again after %v", time.Since(start))
-	s := a.waitState(runtime.SessionLive, testConfig.LeaseDuration)
+	s := a.WaitState(runtime.SessionLive, testConfig.LeaseDuration)
 	if s.Session != session {
 		t.Errorf("a's session after the restart is %s; want %s, which ZooKeeper kept", s.Session, session)
 	}
 	select {
-	case <-ta.ended:
-		t.Fatalf("a's term ended (%v) across a restart within the session timeout", ta.reason)
+	case <-ta.Ended:
+		t.Fatalf("a's term ended (%v) across a restart within the session timeout", ta.Reason)
 	default:
 	}
-	o.notElected(testConfig.RenewInterval)
-	noOverlap(t, a, o)
+	o.NotElected(testConfig.RenewInterval)
+	enginetest.NoOverlap(t, a, o)
 }
 
 // §11 "backend unreachable", D4, S3: the private server is down for longer
@@ -72,18 +73,18 @@ func TestServerDownBeyondTimeout(t *testing.T) {
 	servers := []string{srv.Addr}
 	b := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration))
 	a := startNode(t, "a", b, testConfig, "lease")
-	ta := a.waitElected(10 * time.Second)
-	session := a.waitState(runtime.SessionLive, time.Second).Session
+	ta := a.WaitElected(10 * time.Second)
+	session := a.WaitState(runtime.SessionLive, time.Second).Session
 	o := startNode(t, "o", sameRoot(t, b, servers), testConfig, "lease")
-	o.notElected(testConfig.RenewInterval)
+	o.NotElected(testConfig.RenewInterval)
 
 	srv.Stop()
-	deadline := time.Now().Add(ta.term.Remaining())
-	ta.waitEnded(t, testConfig.LeaseDuration+time.Second)
-	if ta.reason != runtime.ReasonDeadlinePassed {
-		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonDeadlinePassed)
+	deadline := time.Now().Add(ta.Term.Remaining())
+	ta.WaitEnded(t, testConfig.LeaseDuration+time.Second)
+	if ta.Reason != runtime.ReasonDeadlinePassed {
+		t.Errorf("a's term ended with %v; want %v", ta.Reason, runtime.ReasonDeadlinePassed)
 	}
-	if late := ta.endedAt.Sub(deadline); late > 500*time.Millisecond {
+	if late := ta.EndedAt.Sub(deadline); late > 500*time.Millisecond {
 		t.Errorf("a's term ended %v after its local deadline", late)
 	}
 	time.Sleep(testConfig.LeaseDuration) // down for longer than the timeout
@@ -92,22 +93,22 @@ func TestServerDownBeyondTimeout(t *testing.T) {
 	// then either node may win the lease: o, or a with a new session.
 	var next *termRecord
 	select {
-	case next = <-o.elected:
-	case next = <-a.elected:
+	case next = <-o.Elected():
+	case next = <-a.Elected():
 	case <-time.After(3 * testConfig.LeaseDuration):
 		t.Fatalf("no node elected within %v of the server's restart", 3*testConfig.LeaseDuration)
 	}
-	if !next.electedAt.After(ta.endedAt) {
-		t.Errorf("%s elected at %v, before a's term ended at %v", next.node, next.electedAt, ta.endedAt)
+	if !next.ElectedAt.After(ta.EndedAt) {
+		t.Errorf("%s elected at %v, before a's term ended at %v", next.Node, next.ElectedAt, ta.EndedAt)
 	}
-	s := a.waitState(runtime.SessionLive, 2*testConfig.LeaseDuration)
+	s := a.WaitState(runtime.SessionLive, 2*testConfig.LeaseDuration)
 	if s.Session == session {
 		t.Errorf("a's session after the outage is still %s; want a new one (S3)", s.Session)
 	}
-	if next.term.Token() <= ta.term.Token() {
-		t.Errorf("%s's token %d; want > a's first %d", next.node, next.term.Token(), ta.term.Token())
+	if next.Term.Token() <= ta.Term.Token() {
+		t.Errorf("%s's token %d; want > a's first %d", next.Node, next.Term.Token(), ta.Term.Token())
 	}
-	noOverlap(t, a, o)
+	enginetest.NoOverlap(t, a, o)
 }
 
 // §11 "backend unreachable", D4, B2, S3: the leader's connection is cut
@@ -122,43 +123,43 @@ func TestCutConnection(t *testing.T) {
 	link := faultnet.New()
 	cutOff := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration), WithDialer(link.DialTimeout))
 	a := startNode(t, "a", cutOff, testConfig, "lease")
-	ta := a.waitElected(10 * time.Second)
-	oldSession := a.waitState(runtime.SessionLive, time.Second).Session
+	ta := a.WaitElected(10 * time.Second)
+	oldSession := a.WaitState(runtime.SessionLive, time.Second).Session
 	o := startNode(t, "o", sameRoot(t, cutOff, servers), testConfig, "lease")
-	o.notElected(testConfig.RenewInterval)
+	o.NotElected(testConfig.RenewInterval)
 
 	link.Cut()
 	cutAt := time.Now()
-	a.waitState(runtime.SessionSuspended, 2*testConfig.RenewInterval)
-	deadline := time.Now().Add(ta.term.Remaining())
-	ta.waitEnded(t, time.Until(deadline)+time.Second)
-	if ta.reason != runtime.ReasonDeadlinePassed {
-		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonDeadlinePassed)
+	a.WaitState(runtime.SessionSuspended, 2*testConfig.RenewInterval)
+	deadline := time.Now().Add(ta.Term.Remaining())
+	ta.WaitEnded(t, time.Until(deadline)+time.Second)
+	if ta.Reason != runtime.ReasonDeadlinePassed {
+		t.Errorf("a's term ended with %v; want %v", ta.Reason, runtime.ReasonDeadlinePassed)
 	}
-	if late := ta.endedAt.Sub(deadline); late > 500*time.Millisecond {
+	if late := ta.EndedAt.Sub(deadline); late > 500*time.Millisecond {
 		t.Errorf("a's term ended %v after its local deadline (D4)", late)
 	}
-	to := o.waitElected(2 * testConfig.LeaseDuration)
-	if !to.electedAt.After(deadline) {
-		t.Errorf("o elected at %v, before a's local deadline %v: two valid terms", to.electedAt, deadline)
+	to := o.WaitElected(2 * testConfig.LeaseDuration)
+	if !to.ElectedAt.After(deadline) {
+		t.Errorf("o elected at %v, before a's local deadline %v: two valid terms", to.ElectedAt, deadline)
 	}
 	t.Logf("cut at 0; a's term ended at %v (local deadline); o elected at %v (ZooKeeper expired a's session)",
-		ta.endedAt.Sub(cutAt), to.electedAt.Sub(cutAt))
+		ta.EndedAt.Sub(cutAt), to.ElectedAt.Sub(cutAt))
 
 	link.Heal()
-	s := a.waitState(runtime.SessionLive, 2*testConfig.LeaseDuration)
+	s := a.WaitState(runtime.SessionLive, 2*testConfig.LeaseDuration)
 	if s.Session == oldSession {
 		t.Errorf("a's session after the cut healed is %s, the expired one; want a new session (S3)", s.Session)
 	}
-	a.notElected(testConfig.RenewInterval)
-	if err := o.e.Stop(context.Background()); err != nil {
+	a.NotElected(testConfig.RenewInterval)
+	if err := o.E.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	ta2 := a.waitElected(2 * testConfig.RenewInterval)
-	if ta2.term.Token() <= to.term.Token() {
-		t.Errorf("a's new token %d; want > o's %d (T2)", ta2.term.Token(), to.term.Token())
+	ta2 := a.WaitElected(2 * testConfig.RenewInterval)
+	if ta2.Term.Token() <= to.Term.Token() {
+		t.Errorf("a's new token %d; want > o's %d (T2)", ta2.Term.Token(), to.Term.Token())
 	}
-	noOverlap(t, a, o)
+	enginetest.NoOverlap(t, a, o)
 }
 
 // D1, D2, D4: replies that ZooKeeper sends promptly but that reach the
@@ -171,34 +172,34 @@ func TestDelayedReplies(t *testing.T) {
 	link := faultnet.New()
 	slow := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration), WithDialer(link.DialTimeout))
 	a := startNode(t, "a", slow, testConfig, "lease")
-	ta := a.waitElected(10 * time.Second)
+	ta := a.WaitElected(10 * time.Second)
 	o := startNode(t, "o", sameRoot(t, slow, servers), testConfig, "lease")
 
 	const latency = 200 * time.Millisecond // well below the renewal period
 	link.DelayReplies(latency)
 	for end := time.Now().Add(3 * testConfig.RenewInterval); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if !ta.term.Valid() {
-			t.Fatalf("a's term ended under a reply latency of %v (%v)", latency, ta.term.Reason())
+		if !ta.Term.Valid() {
+			t.Fatalf("a's term ended under a reply latency of %v (%v)", latency, ta.Term.Reason())
 		}
 	}
 	link.DelayReplies(0)
-	o.notElected(0)
+	o.NotElected(0)
 
 	link.DelayRequests(2 * testConfig.RenewInterval) // beyond the renewal period
-	deadline := time.Now().Add(ta.term.Remaining())
-	ta.waitEnded(t, testConfig.LeaseDuration+time.Second)
-	if ta.reason != runtime.ReasonDeadlinePassed {
-		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonDeadlinePassed)
+	deadline := time.Now().Add(ta.Term.Remaining())
+	ta.WaitEnded(t, testConfig.LeaseDuration+time.Second)
+	if ta.Reason != runtime.ReasonDeadlinePassed {
+		t.Errorf("a's term ended with %v; want %v", ta.Reason, runtime.ReasonDeadlinePassed)
 	}
-	if late := ta.endedAt.Sub(deadline); late > testConfig.RenewInterval+300*time.Millisecond {
+	if late := ta.EndedAt.Sub(deadline); late > testConfig.RenewInterval+300*time.Millisecond {
 		t.Errorf("a's term ended %v after its deadline when requests slowed; want no extension by late replies (D4)", late)
 	}
-	to := o.waitElected(3 * testConfig.LeaseDuration)
-	if !to.electedAt.After(ta.endedAt) {
-		t.Errorf("o elected at %v, before a's term ended at %v", to.electedAt, ta.endedAt)
+	to := o.WaitElected(3 * testConfig.LeaseDuration)
+	if !to.ElectedAt.After(ta.EndedAt) {
+		t.Errorf("o elected at %v, before a's term ended at %v", to.ElectedAt, ta.EndedAt)
 	}
 	link.DelayRequests(0)
-	noOverlap(t, a, o)
+	enginetest.NoOverlap(t, a, o)
 }
 
 // S3, T4: ZooKeeper expires the leader's session behind its back (a second
@@ -211,20 +212,20 @@ func TestSessionExpiredByServer(t *testing.T) {
 	servers := sharedZK(t)
 	b := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration))
 	a := startNode(t, "a", b, testConfig, "lease")
-	ta := a.waitElected(10 * time.Second)
-	s := a.waitState(runtime.SessionLive, time.Second)
+	ta := a.WaitElected(10 * time.Second)
+	s := a.WaitState(runtime.SessionLive, time.Second)
 
 	expireSession(t, b, s.Session)
-	ta.waitEnded(t, 2*testConfig.RenewInterval)
-	if ta.reason != runtime.ReasonSessionExpired {
-		t.Errorf("a's term ended with %v; want %v", ta.reason, runtime.ReasonSessionExpired)
+	ta.WaitEnded(t, 2*testConfig.RenewInterval)
+	if ta.Reason != runtime.ReasonSessionExpired {
+		t.Errorf("a's term ended with %v; want %v", ta.Reason, runtime.ReasonSessionExpired)
 	}
-	ta2 := a.waitElected(3 * testConfig.RenewInterval)
-	if s2 := a.c.Snapshot(); s2.Session == s.Session {
+	ta2 := a.WaitElected(3 * testConfig.RenewInterval)
+	if s2 := a.C.Snapshot(); s2.Session == s.Session {
 		t.Errorf("a's session after expiry is still %s; want a new one (S3)", s.Session)
 	}
-	if ta2.term.Token() <= ta.term.Token() {
-		t.Errorf("token after the new session %d; want > %d", ta2.term.Token(), ta.term.Token())
+	if ta2.Term.Token() <= ta.Term.Token() {
+		t.Errorf("token after the new session %d; want > %d", ta2.Term.Token(), ta.Term.Token())
 	}
 }
 
@@ -274,8 +275,8 @@ func TestParentDeletedBetweenTerms(t *testing.T) {
 	servers := sharedZK(t)
 	b := newBackend(t, servers)
 	a := startNode(t, "a", b, testConfig, "lease")
-	t1 := a.waitElected(10 * time.Second)
-	if err := a.e.Stop(context.Background()); err != nil {
+	t1 := a.WaitElected(10 * time.Second)
+	if err := a.E.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	c := directConn(t, servers)
@@ -284,29 +285,29 @@ func TestParentDeletedBetweenTerms(t *testing.T) {
 			t.Fatalf("deleting %s: %v", p, err)
 		}
 	}
-	e2, err := a.c.StartElection("lease", runtime.ListenerFuncs{OnElected: func(_ context.Context, term *runtime.Term) {
-		a.elected <- &termRecord{node: "a", term: term, electedAt: time.Now(), ended: make(chan struct{})}
+	e2, err := a.C.StartElection("lease", runtime.ListenerFuncs{OnElected: func(_ context.Context, term *runtime.Term) {
+		a.Track(term)
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t2 := a.waitElected(5 * time.Second)
-	if t2.term.Token() <= t1.term.Token() {
-		t.Errorf("token after the lease parent was deleted: %d; want > %d", t2.term.Token(), t1.term.Token())
+	t2 := a.WaitElected(5 * time.Second)
+	if t2.Term.Token() <= t1.Term.Token() {
+		t.Errorf("token after the lease parent was deleted: %d; want > %d", t2.Term.Token(), t1.Term.Token())
 	}
 	if err := e2.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	a.close()
+	a.Close()
 
 	// The whole root: every session's node goes with it.
 	if err := deleteRecursive(c, b.Root()); err != nil {
 		t.Fatalf("deleting %s: %v", b.Root(), err)
 	}
 	o := startNode(t, "o", sameRoot(t, b, servers), testConfig, "lease")
-	t3 := o.waitElected(b.MaxLease() + 10*time.Second)
-	if t3.term.Token() <= t2.term.Token() {
-		t.Errorf("token after the root was deleted: %d; want > %d", t3.term.Token(), t2.term.Token())
+	t3 := o.WaitElected(b.MaxLease() + 10*time.Second)
+	if t3.Term.Token() <= t2.Term.Token() {
+		t.Errorf("token after the root was deleted: %d; want > %d", t3.Term.Token(), t2.Term.Token())
 	}
 }
 
@@ -334,33 +335,29 @@ func TestShortenedGrant(t *testing.T) {
 	s.Close(ctx)
 
 	a := startNode(t, "a", b, testConfig, "lease")
-	ta := a.waitElected(10 * time.Second)
+	ta := a.WaitElected(10 * time.Second)
 	time.Sleep(4 * testConfig.RenewInterval)
 	select {
-	case <-ta.ended:
-		t.Fatalf("a's term ended with %v under a shortened grant; want it renewed (C2)", ta.reason)
+	case <-ta.Ended:
+		t.Fatalf("a's term ended with %v under a shortened grant; want it renewed (C2)", ta.Reason)
 	default:
 	}
-	snap := a.c.Snapshot()
-	if n := a.countEvents(runtime.EventSessionLeaseShortened); n != 1 {
+	snap := a.C.Snapshot()
+	if n := a.CountEvents(runtime.EventSessionLeaseShortened); n != 1 {
 		t.Errorf("%d SessionLeaseShortened events; want exactly 1 (C2: once per session)", n)
 	}
 	var local time.Duration
-	a.mu.Lock()
-	for _, e := range a.events {
-		if e.Kind == runtime.EventSessionLeaseShortened {
-			local = e.Duration
-		}
+	for _, e := range a.Events(runtime.EventSessionLeaseShortened) {
+		local = e.Duration
 	}
-	a.mu.Unlock()
 	if snap.RenewPeriod >= testConfig.RenewInterval || snap.RenewPeriod > local/3+10*time.Millisecond {
 		t.Errorf("renewal period %v; want a third of the local validity (%v/3), below RenewInterval %v (C2)",
 			snap.RenewPeriod, local, testConfig.RenewInterval)
 	}
-	renewals := a.countEvents(runtime.EventSessionRenewed)
+	renewals := a.CountEvents(runtime.EventSessionRenewed)
 	t.Logf("granted %v; local validity at the shortened grant %v; renewal period now %v; %d renewals in %v",
-		r.Remaining, local, snap.RenewPeriod, renewals, time.Since(ta.electedAt).Round(time.Millisecond))
-	if a.countEvents(runtime.EventSessionEnded) != 0 {
+		r.Remaining, local, snap.RenewPeriod, renewals, time.Since(ta.ElectedAt).Round(time.Millisecond))
+	if a.CountEvents(runtime.EventSessionEnded) != 0 {
 		t.Errorf("a's session ended under a shortened grant")
 	}
 }
