@@ -3,10 +3,10 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/fairtest"
 )
 
 func ids(n int) []backends.SessionID {
@@ -56,7 +56,7 @@ func TestAssignFairAndMinimal(t *testing.T) {
 		if err := fair(n, members, plan); err != nil {
 			t.Fatalf("iter %d: n=%d holders=%v plan=%v: not fair: %v", iter, n, holders, plan, err)
 		}
-		if got, want := moves(holders, plan), minMoves(n, members, holders); got != want {
+		if got, want := moves(holders, plan), fairtest.MinMoves(n, members, holders); got != want {
 			t.Fatalf("iter %d: n=%d members=%v holders=%v plan=%v: %d moves, want the minimum %d",
 				iter, n, members, holders, plan, got, want)
 		}
@@ -88,39 +88,4 @@ func TestAssignReleasesHighestSurplus(t *testing.T) {
 			t.Fatalf("plan = %v, want a keeping 0-3 and b taking 4-7", plan)
 		}
 	}
-}
-
-// minMoves is the fewest partitions that must change hands to make holders
-// fair over members, computed independently of assign: each member sheds its
-// surplus over its quota (the larger quotas best go to the larger holders),
-// and partitions held by nobody in the group must move anyway.
-func minMoves(n int, members, holders []backends.SessionID) int {
-	count := map[backends.SessionID]int{}
-	in := map[backends.SessionID]bool{}
-	for _, m := range members {
-		in[m] = true
-	}
-	orphans := 0
-	for _, h := range holders {
-		if in[h] {
-			count[h]++
-		} else {
-			orphans++
-		}
-	}
-	counts := make([]int, 0, len(members))
-	for _, m := range members {
-		counts = append(counts, count[m])
-	}
-	slices.Sort(counts)
-	slices.Reverse(counts)
-	surplus := 0
-	for rank, c := range counts {
-		quota := n / len(members)
-		if rank < n%len(members) {
-			quota++
-		}
-		surplus += max(0, c-quota)
-	}
-	return surplus + orphans
 }
