@@ -113,9 +113,12 @@ func (l *Link) Heal() {
 	}
 }
 
-// DelayReplies holds every reply (every read that returns data) for d
-// before the client sees it, from now on; 0 ends the delay. The server
-// handled the request on time; only the client learns late.
+// DelayReplies holds every reply for d before the client sees it, from
+// now on; 0 ends the delay. The server handled the request on time; only
+// the client learns late. The delay is a latency, not a narrower pipe: a
+// read takes whatever has arrived (a reply's header and body, several
+// replies), holds it once, and later reads return the rest at once, so a
+// reply read in pieces is not delayed once per piece.
 func (l *Link) DelayReplies(d time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -171,6 +174,9 @@ func (l *Link) wait(done <-chan struct{}, deadline <-chan time.Time) error {
 type conn struct {
 	net.Conn
 	l *Link
+
+	readMu  sync.Mutex
+	pending []byte // data read from the server and held, not yet returned
 
 	mu            sync.Mutex
 	readDeadline  time.Time
@@ -242,11 +248,26 @@ func (c *conn) Read(p []byte) (int, error) {
 	if err := c.waitLink(true); err != nil {
 		return 0, c.opError("read", err)
 	}
-	n, err := c.Conn.Read(p)
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
 	c.l.mu.Lock()
 	d := c.l.delay
 	c.l.mu.Unlock()
-	if n > 0 && d > 0 && !c.hold(true, d) {
+	if d <= 0 {
+		n, err := c.Conn.Read(p)
+		if err2 := c.waitLink(true); err2 != nil && err == nil {
+			return 0, c.opError("read", err2)
+		}
+		return n, err
+	}
+	buf := make([]byte, max(len(p), 64<<10))
+	n, err := c.Conn.Read(buf)
+	if n > 0 && !c.hold(true, d) {
 		// The data arrived, but after the deadline: the client sees a
 		// timeout, and the bytes are lost with the connection.
 		c.Conn.Close()
@@ -255,7 +276,12 @@ func (c *conn) Read(p []byte) (int, error) {
 	if err2 := c.waitLink(true); err2 != nil && err == nil {
 		return 0, c.opError("read", err2)
 	}
-	return n, err
+	m := copy(p, buf[:n])
+	c.pending = buf[m:n]
+	if m < n {
+		err = nil // the rest comes first; the error, if any, again after it
+	}
+	return m, err
 }
 
 func (c *conn) Write(p []byte) (int, error) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"syscall"
 	"testing"
@@ -239,5 +240,48 @@ func TestDeadlineMovedDuringWait(t *testing.T) {
 				t.Fatal("the waiting call did not return after its deadline was set")
 			}
 		})
+	}
+}
+
+// A delayed reply read in pieces (a header, then its body, as ZooKeeper's
+// and Redis's clients read) is held once, not once per piece; and replies
+// that arrive while one is held are not queued a delay each behind it.
+func TestDelayRepliesIsALatency(t *testing.T) {
+	addr := echo(t)
+	l := New()
+	c, err := l.Dial(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const d = 100 * time.Millisecond
+	l.DelayReplies(d)
+	const replies = 5
+	for range replies {
+		if _, err := c.Write([]byte("pingpong\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	for range replies {
+		piece := make([]byte, 4) // the first piece, then the rest
+		if _, err := io.ReadFull(c, piece); err != nil {
+			t.Fatal(err)
+		}
+		rest := make([]byte, 5)
+		if _, err := io.ReadFull(c, rest); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(piece) + string(rest); got != "pingpong\n" {
+			t.Fatalf("read %q; want %q", got, "pingpong\n")
+		}
+	}
+	took := time.Since(start)
+	if took < d {
+		t.Errorf("%d delayed replies read in %v; want at least the delay %v", replies, took, d)
+	}
+	if took >= replies*d {
+		t.Errorf("%d delayed replies read in %v; want less than %v: the delay is a latency, not one per read", replies, took, replies*d)
 	}
 }
