@@ -1,3 +1,11 @@
+//go:build !race
+
+// The fault tests make go-zookeeper reconnect while watches are armed, and
+// go-zookeeper v1.0.4 then reads Conn.lastZxid (sendSetWatches) while its
+// receive loop writes it, unsynchronised (upstream go-zookeeper/zk#35): the
+// race detector reports it in whichever test runs. These tests build
+// without -race; make test runs them in a pass of their own.
+
 package simbazk
 
 import (
@@ -28,14 +36,18 @@ func privateZK(t *testing.T, cfg testservers.ZooKeeperConfig) *testservers.ZooKe
 // its term; the other node is never elected.
 func TestServerRestartWithinTimeout(t *testing.T) {
 	t.Parallel()
+	// A longer lease than the other tests': stopping and starting the
+	// server's JVM takes 1.4–2.2 s here, which a 3 s lease, less drift,
+	// margin and the reconnection, does not always cover.
+	cfg := runtime.ConfigFor(5 * time.Second)
 	srv := privateZK(t, testservers.ZooKeeperConfig{})
 	servers := []string{srv.Addr}
-	b := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration))
-	a := startNode(t, "a", b, testConfig, "lease")
+	b := newBackend(t, servers, WithMaxLease(cfg.LeaseDuration))
+	a := startNode(t, "a", b, cfg, "lease")
 	ta := a.WaitElected(10 * time.Second)
 	session := a.WaitState(runtime.SessionLive, time.Second).Session
-	o := startNode(t, "o", sameRoot(t, b, servers), testConfig, "lease")
-	o.NotElected(testConfig.RenewInterval)
+	o := startNode(t, "o", sameRoot(t, b, servers), cfg, "lease")
+	o.NotElected(cfg.RenewInterval)
 
 	// Right after a renewal, so that the restart fits in the validity left.
 	for r := a.C.Snapshot().Remaining; ; time.Sleep(5 * time.Millisecond) {
@@ -49,7 +61,7 @@ func TestServerRestartWithinTimeout(t *testing.T) {
 	srv.Stop()
 	srv.Start()
 	t.Logf("server stopped and serving again after %v", time.Since(start))
-	s := a.WaitState(runtime.SessionLive, testConfig.LeaseDuration)
+	s := a.WaitState(runtime.SessionLive, cfg.LeaseDuration)
 	if s.Session != session {
 		t.Errorf("a's session after the restart is %s; want %s, which ZooKeeper kept", s.Session, session)
 	}
@@ -58,7 +70,7 @@ func TestServerRestartWithinTimeout(t *testing.T) {
 		t.Fatalf("a's term ended (%v) across a restart within the session timeout", ta.Reason)
 	default:
 	}
-	o.NotElected(testConfig.RenewInterval)
+	o.NotElected(cfg.RenewInterval)
 	enginetest.NoOverlap(t, a, o)
 }
 
@@ -216,7 +228,9 @@ func TestSessionExpiredByServer(t *testing.T) {
 	s := a.WaitState(runtime.SessionLive, time.Second)
 
 	expireSession(t, b, s.Session)
-	ta.WaitEnded(t, 2*testConfig.RenewInterval)
+	expired := time.Now()
+	ta.WaitEnded(t, testConfig.LeaseDuration)
+	t.Logf("a's term ended %v after ZooKeeper closed its session (%v)", ta.EndedAt.Sub(expired), ta.Reason)
 	if ta.Reason != runtime.ReasonSessionExpired {
 		t.Errorf("a's term ended with %v; want %v", ta.Reason, runtime.ReasonSessionExpired)
 	}

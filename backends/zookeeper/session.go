@@ -328,11 +328,14 @@ func (s *session) do(ctx context.Context, op, name string, fn func(c *zk.Conn) e
 		if err != nil && s.isDead() {
 			return s.deadErr(op, name)
 		}
-		if errors.Is(err, zk.ErrConnectionClosed) {
+		if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) {
 			// The connection failed under the call, which may or may not
-			// have run. Whether the session survived is known once
-			// go-zookeeper has reconnected: wait for that, within ctx, so
-			// that an expired session is reported as such.
+			// have run, or the call was queued while go-zookeeper had no
+			// connection and it gave up on it before its pause between
+			// rounds of the servers (a second). Whether the session
+			// survived is known once go-zookeeper has reconnected: wait
+			// for that, within ctx, so that an expired session is reported
+			// as such, at once, rather than at the caller's next retry.
 			s.mu.Lock()
 			up := s.up
 			s.mu.Unlock()

@@ -1,3 +1,11 @@
+//go:build !race
+
+// These tests make go-zookeeper reconnect while watches are armed, and
+// go-zookeeper v1.0.4 then reads Conn.lastZxid (sendSetWatches) while its
+// receive loop writes it, unsynchronised (upstream go-zookeeper/zk#35): the
+// race detector reports it in whichever test runs. They build without
+// -race; make test runs them in a pass of their own.
+
 package zookeeper
 
 import (
