@@ -206,11 +206,20 @@ func (m *Machine) acquireDone(p *pendingReq, res Result) {
 
 // releaseUnwanted releases a lease the store gave this session that no
 // contender here takes: a late reply to an abandoned attempt, a grant with a
-// stale token, a lease the store lists that nobody holds (A3). The token is
+// stale token, a lease the store lists that nobody holds (A3) — unless a
+// term of the session holds it with that token. The token is
 // noted as released: a reply that carries it later — the store answers an
 // acquisition of a lease the session holds with the same token — is not
 // adopted, since this release is about to free the lease in the store.
 func (m *Machine) releaseUnwanted(s *session, name string, token Token) {
+	if c := m.byName[name]; c != nil && c.term != nil && c.term.sess == s && c.term.token == token {
+		// The grant is a term's of this session: the store answered two
+		// attempts of the name with the one lease (an abandoned attempt,
+		// handled late, and the attempt that was adopted). The term
+		// releases it when it ends (H1); releasing it now would free the
+		// lease while the term is valid.
+		return
+	}
 	if mutant != "token-not-above-released" {
 		s.released[name] = max(s.released[name], token)
 	}

@@ -595,6 +595,38 @@ func TestMachineAbandonedWinNotReadopted(t *testing.T) {
 	}
 }
 
+// A3, H1: the same two attempts, their replies in the other order. The
+// store handled the abandoned attempt first and answered the second with
+// the same lease and token; the second is adopted, and the abandoned one's
+// late reply, which carries that grant, must not release it under the valid
+// term. The simulator found it (seed 39252: two terms of one name valid at
+// once).
+func TestMachineAbandonedReplyAfterAdoption(t *testing.T) {
+	h := newHarness(t, testCfg)
+	h.open()
+	if err := h.step(Start{ID: 1, Name: "report", Kind: KindLock, Waiter: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.step(Start{ID: 2, Name: "report", Kind: KindLock, Waiter: 2}); err != nil {
+		t.Fatal(err)
+	}
+	first := h.take(ReqAcquire)
+	h.step(Abandon{ID: 1})
+	second := h.take(ReqAcquire)
+	h.reply(second, Result{Grant: backends.Grant{Token: 5, Digest: backends.Digest{Leases: 1, Version: 1}}})
+	c := h.m.byID[2]
+	if c == nil || c.term == nil || c.term.token != 5 {
+		t.Fatalf("the second Lock did not adopt #5")
+	}
+	h.reply(first, Result{Grant: backends.Grant{Token: 5, Digest: backends.Digest{Leases: 1, Version: 1}}})
+	if h.has(ReqRelease) {
+		t.Fatalf("the abandoned attempt's late reply released #5, the valid term's lease")
+	}
+	if tm := h.termOf(c); tm == nil || !tm.Valid() {
+		t.Fatalf("the adopted term is no longer valid")
+	}
+}
+
 // H4, A1: an election stepped down while its attempt is in flight stays a
 // candidate and contends again when its cooldown ends, whatever the
 // abandoned attempt's reply. Before the fix, the step-down's wake found the
