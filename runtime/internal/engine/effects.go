@@ -45,7 +45,10 @@ const (
 	EffSetDeadline
 	// EffDispatch: run contender Contender's elected (Elected) or revoked
 	// callback for Term on its serial dispatcher; answer with CallbackDone,
-	// or DispatchFailed if an elected callback cannot be dispatched.
+	// or DispatchFailed if an elected callback cannot be dispatched. A
+	// revoked callback can be asked for before the core has stepped the
+	// DispatchFailed of its elected one: the driver skips it (answering
+	// CallbackDone), so that callbacks stay paired (L6).
 	EffDispatch
 	// EffStartTask: run the task of Contender (or of Group's Partition) for
 	// Term; answer with TaskDone.

@@ -199,6 +199,7 @@ func (n *node) perform(e engine.Effect) {
 			w.check.rejected(n, e.Term)
 			w.after(w.between(0, time.Millisecond), func() {
 				if n.life == life {
+					w.check.rejectDelivered(n, e.Term)
 					n.step(engine.DispatchFailed{ID: e.Contender, Term: e.Term, Err: errPoolFull})
 				}
 			})
