@@ -55,14 +55,20 @@ func roundTrip(c net.Conn, timeout time.Duration) error {
 	return err
 }
 
-func TestCutAndHeal(t *testing.T) {
-	addr := echo(t)
-	l := New()
+// dialEcho dials a new echo server, at addr, through a new link.
+func dialEcho(t *testing.T) (l *Link, c net.Conn, addr string) {
+	t.Helper()
+	addr, l = echo(t), New()
 	c, err := l.Dial(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return l, c, addr
+}
+
+func TestCutAndHeal(t *testing.T) {
+	l, c, addr := dialEcho(t)
 	if err := roundTrip(c, time.Second); err != nil {
 		t.Fatalf("round trip while up: %v", err)
 	}
@@ -247,13 +253,7 @@ func TestDeadlineMovedDuringWait(t *testing.T) {
 // and Redis's clients read) is held once, not once per piece; and replies
 // that arrive while one is held are not queued a delay each behind it.
 func TestDelayRepliesIsALatency(t *testing.T) {
-	addr := echo(t)
-	l := New()
-	c, err := l.Dial(context.Background(), "tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	l, c, _ := dialEcho(t)
 	const d = 100 * time.Millisecond
 	l.DelayReplies(d)
 	const replies = 5

@@ -570,18 +570,24 @@ func TestMachineNotifiedDuringAttempt(t *testing.T) {
 // stay valid after that release frees the lease in the store, and the
 // release's digest (one version up) keeps the next renewal from noticing.
 // Before the fix, releases of unwanted wins did not count as released.
+// abandonedThenNext starts two Locks of one name, abandons the first while
+// its acquire is in flight, and returns that attempt and the second Lock's.
+func (h *harness) abandonedThenNext() (first, second Request) {
+	h.t.Helper()
+	h.open()
+	for id := ContenderID(1); id <= 2; id++ {
+		if err := h.step(Start{ID: id, Name: "report", Kind: KindLock, Waiter: Waiter(id)}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	first = h.take(ReqAcquire)
+	h.step(Abandon{ID: 1})
+	return first, h.take(ReqAcquire)
+}
+
 func TestMachineAbandonedWinNotReadopted(t *testing.T) {
 	h := newHarness(t, testCfg)
-	h.open()
-	if err := h.step(Start{ID: 1, Name: "report", Kind: KindLock, Waiter: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.step(Start{ID: 2, Name: "report", Kind: KindLock, Waiter: 2}); err != nil {
-		t.Fatal(err)
-	}
-	first := h.take(ReqAcquire)
-	h.step(Abandon{ID: 1})
-	second := h.take(ReqAcquire)
+	first, second := h.abandonedThenNext()
 	h.reply(first, Result{Grant: backends.Grant{Token: 5, Digest: backends.Digest{Leases: 1, Version: 1}}})
 	if rel := h.take(ReqRelease); rel.Token != 5 {
 		t.Fatalf("the abandoned win released as #%d, want #5", rel.Token)
@@ -603,16 +609,7 @@ func TestMachineAbandonedWinNotReadopted(t *testing.T) {
 // once).
 func TestMachineAbandonedReplyAfterAdoption(t *testing.T) {
 	h := newHarness(t, testCfg)
-	h.open()
-	if err := h.step(Start{ID: 1, Name: "report", Kind: KindLock, Waiter: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.step(Start{ID: 2, Name: "report", Kind: KindLock, Waiter: 2}); err != nil {
-		t.Fatal(err)
-	}
-	first := h.take(ReqAcquire)
-	h.step(Abandon{ID: 1})
-	second := h.take(ReqAcquire)
+	first, second := h.abandonedThenNext()
 	h.reply(second, Result{Grant: backends.Grant{Token: 5, Digest: backends.Digest{Leases: 1, Version: 1}}})
 	c := h.m.byID[2]
 	if c == nil || c.term == nil || c.term.token != 5 {
