@@ -1,0 +1,165 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/memory"
+	"github.com/simba-go/simba/runtime"
+)
+
+// watchCounter wraps a store and counts what a node costs it per renewal
+// period: the calls the store counts, and the release watches alive at each
+// keep-alive. A watch is free on the memory store, but not on the others: a
+// Redis or PostgreSQL subscription that a watch keeps alive is pinged every
+// few seconds, and a ZooKeeper exists-watch is one request to set and one
+// more after each event. So the requests a renewal period costs are the
+// keep-alive plus one per watch then alive.
+type watchCounter struct {
+	backends.Backend
+	keepAlives atomic.Int64 // KeepAlive calls
+	watchedAt  atomic.Int64 // watches alive at those calls, summed
+	started    atomic.Int64 // Watch calls
+	live       atomic.Int64 // watches started and not stopped
+}
+
+func (w *watchCounter) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
+	s, r, err := w.Backend.OpenSession(ctx, opts)
+	if err != nil {
+		return nil, r, err
+	}
+	return &watchCountedSession{Session: s, w: w}, r, nil
+}
+
+type watchCountedSession struct {
+	backends.Session
+	w *watchCounter
+}
+
+func (s *watchCountedSession) KeepAlive(ctx context.Context) (backends.Renewal, error) {
+	s.w.keepAlives.Add(1)
+	s.w.watchedAt.Add(s.w.live.Load())
+	return s.Session.KeepAlive(ctx)
+}
+
+func (s *watchCountedSession) Watch(name string, fn func()) (stop func()) {
+	s.w.started.Add(1)
+	s.w.live.Add(1)
+	inner := s.Session.(backends.Notifier).Watch(name, fn)
+	var once sync.Once
+	return func() {
+		once.Do(func() { s.w.live.Add(-1) })
+		inner()
+	}
+}
+
+// S1, A1: a node that holds its leases and waits for none makes exactly one
+// request per renewal period — its keep-alive — however it churns locks
+// meanwhile (each Lock and Unlock is its own acquire and release, and
+// nothing more): it keeps no release watch alive, since only a refused
+// candidate watches. A candidate that is refused does watch, and takes over
+// at the release, not at its next attempt; once it holds the lease its
+// watch stops.
+func TestHolderRequestsPerRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		w := &watchCounter{Backend: store}
+		c := newClient(t, w)
+		defer closeClient(t, c)
+		ctx := context.Background()
+		if err := c.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var elections []*runtime.Election
+		for i := range 3 {
+			e, err := c.StartElection(fmt.Sprintf("held-%d", i), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			elections = append(elections, e)
+		}
+		time.Sleep(cfg.RenewInterval / 2)
+		for _, e := range elections {
+			if e.Term() == nil {
+				t.Fatalf("%s is not held", e.Name())
+			}
+		}
+
+		store.Faults().ResetCalls()
+		w.keepAlives.Store(0)
+		w.watchedAt.Store(0)
+		const periods = 12
+		pairs := 0
+		start := time.Now()
+		for time.Since(start) < periods*cfg.RenewInterval {
+			term, err := c.Lock(ctx, fmt.Sprintf("job-%d", pairs%5))
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(cfg.RenewInterval / 7)
+			if err := c.Unlock(ctx, term); err != nil {
+				t.Fatal(err)
+			}
+			pairs++
+			time.Sleep(cfg.RenewInterval / 11)
+		}
+		calls := store.Faults().Calls()
+		renewals := w.keepAlives.Load()
+		if renewals < periods-1 || renewals > periods+1 {
+			t.Fatalf("%d keep-alives in %d renewal periods", renewals, periods)
+		}
+		if calls.Acquire != int64(pairs) || calls.Release != int64(pairs) {
+			t.Errorf("%d Lock+Unlock pairs made %d acquires and %d releases; want one of each per pair", pairs, calls.Acquire, calls.Release)
+		}
+		requests := calls.Total() - calls.Acquire - calls.Release + w.watchedAt.Load()
+		if perRenewal := float64(requests) / float64(renewals); perRenewal != 1 {
+			t.Errorf("%.2f requests per renewal (%d keep-alives, calls %+v, %d watches alive at keep-alives, %d watches started); want exactly 1.00",
+				perRenewal, renewals, calls, w.watchedAt.Load(), w.started.Load())
+		}
+		if n := w.started.Load(); n != 0 {
+			t.Errorf("a node that was never refused started %d release watches; want none", n)
+		}
+
+		// A refused candidate watches, and takes over at the release.
+		w2 := &watchCounter{Backend: store}
+		other := newClient(t, w2)
+		defer closeClient(t, other)
+		if err := other.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		won := make(chan *runtime.Term, 1)
+		go func() {
+			term, err := other.Lock(ctx, "held-0")
+			if err != nil {
+				t.Error(err)
+			}
+			won <- term
+		}()
+		time.Sleep(cfg.RenewInterval / 10)
+		synctest.Wait()
+		if n := w2.live.Load(); n != 1 {
+			t.Fatalf("a refused candidate has %d release watches; want 1", n)
+		}
+		stopped := time.Now()
+		if err := elections[0].Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		term := <-won
+		if d := time.Since(stopped); d > cfg.RenewInterval/10 {
+			t.Errorf("the candidate took over %v after the release; want at once (the watch reports it)", d)
+		}
+		synctest.Wait()
+		if n := w2.live.Load(); n != 0 {
+			t.Errorf("the new holder keeps %d release watches; want none", n)
+		}
+		if err := other.Unlock(ctx, term); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
