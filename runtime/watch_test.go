@@ -84,7 +84,10 @@ func TestHolderRequestsPerRenewal(t *testing.T) {
 			}
 			elections = append(elections, e)
 		}
-		time.Sleep(cfg.RenewInterval / 2)
+		// Settle: the acquisitions' replies may overtake each other, and
+		// then the next keep-alive reads the list once (S1); the churn
+		// below keeps half a period off the keep-alives.
+		time.Sleep(2*cfg.RenewInterval + cfg.RenewInterval/2)
 		for _, e := range elections {
 			if e.Term() == nil {
 				t.Fatalf("%s is not held", e.Name())
