@@ -26,6 +26,8 @@ type registry struct {
 	groupFns   map[engine.GroupID]PartitionFunc
 	waiters    map[engine.Waiter]chan waitResult
 	lastID     uint64 // the last contender, group or waiter id handed out
+	sentAt     mono   // the time of the input being applied: when its requests are sent
+	inl        inline // the API caller being applied, if it makes its own calls
 }
 
 // started is the driver's half of an election, lock or schedule: what the
@@ -72,7 +74,8 @@ func (c *Client) now() mono { return time.Since(c.epoch) }
 func (c *Client) apply(input func(now mono)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	input(c.now())
+	c.sentAt = c.now()
+	input(c.sentAt)
 	c.flush()
 }
 
@@ -134,8 +137,7 @@ func (c *Client) perform(e *engine.Effect) {
 				"simba: %v: no session handle: %w", e.Req.Kind, backends.ErrSessionExpired)}})
 			return
 		}
-		c.wg.Add(1)
-		go c.call(e.Req, s)
+		c.send(e.Req, s)
 	case engine.EffSetDeadline:
 		d := c.deadlines[e.Gen]
 		if d == nil {

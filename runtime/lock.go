@@ -44,7 +44,8 @@ func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error
 		ch  chan waitResult
 		err error
 	)
-	c.apply(func(now mono) {
+	// The caller's goroutine makes the acquire itself, if ctx allows.
+	c.applySync(ctx, name, func(now mono) {
 		id = engine.ContenderID(c.newID())
 		w, ch = c.newWaiter()
 		c.contenders[id] = &started{}
@@ -94,7 +95,7 @@ func (c *Client) Unlock(ctx context.Context, t *Term) error {
 		return fmt.Errorf("simba: Unlock: %v is an election's term; stop the election instead", t)
 	}
 	var ch chan waitResult
-	c.apply(func(now mono) {
+	c.applySync(ctx, t.name, func(now mono) { // the caller makes the release itself, if ctx allows
 		var w engine.Waiter
 		w, ch = c.newWaiter()
 		c.m.Step(now, engine.Unlock{Term: t.id, Waiter: w})
