@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -163,6 +164,9 @@ func (c *Client) perform(e *engine.Effect) {
 			close(c.renewed)
 			c.renewed = make(chan struct{})
 		}
+		if !c.wanted(ev) {
+			return // nobody would see it: spare the event queue its goroutine
+		}
 		c.wg.Add(1)
 		c.events.push(queued{run: func() { defer c.wg.Done(); c.deliver(ev) }, mustRun: true})
 	case engine.EffComplete:
@@ -279,6 +283,14 @@ var (
 	_ = [1]struct{}{}[Role(engine.RoleCoolingDown)-RoleCoolingDown]
 	_ = [1]struct{}{}[RoleCandidate-Role(engine.RoleCandidate)]
 )
+
+// wanted reports whether deliver would do anything with e: an observer
+// sees every event, the logger those of the levels it enables, and a
+// WatchHolder loop of e's lease its elections and revocations.
+func (c *Client) wanted(e Event) bool {
+	return c.observer != nil || c.logger.Enabled(context.Background(), eventLevel(e)) ||
+		(e.Kind == EventElected || e.Kind == EventRevoked) && c.holderWatches.watched(e.Name)
+}
 
 // deliver hands an event to the log and the observer, on the event queue.
 func (c *Client) deliver(e Event) {
