@@ -26,9 +26,10 @@ type registry struct {
 	contenders map[engine.ContenderID]*started // elections, locks and schedules started
 	groupFns   map[engine.GroupID]PartitionFunc
 	waiters    map[engine.Waiter]chan waitResult
-	lastID     uint64 // the last contender, group or waiter id handed out
-	sentAt     mono   // the time of the input being applied: when its requests are sent
-	inl        inline // the API caller being applied, if it makes its own calls
+	lastID     uint64            // the last contender, group or waiter id handed out
+	sentAt     mono              // the time of the input being applied: when its requests are sent
+	inl        inline            // the API caller being applied, if it makes its own calls
+	freeWaits  []chan waitResult // waiters' channels received from, for reuse
 }
 
 // started is the driver's half of an election, lock or schedule: what the
@@ -49,6 +50,7 @@ func newRegistry() registry {
 		contenders: make(map[engine.ContenderID]*started),
 		groupFns:   make(map[engine.GroupID]PartitionFunc),
 		waiters:    make(map[engine.Waiter]chan waitResult),
+		freeWaits:  make([]chan waitResult, 0, 4),
 	}
 }
 
@@ -63,7 +65,13 @@ func (r *registry) newID() uint64 {
 // on. The caller holds c.mu.
 func (r *registry) newWaiter() (engine.Waiter, chan waitResult) {
 	w := engine.Waiter(r.newID())
-	ch := make(chan waitResult, 1)
+	var ch chan waitResult
+	if n := len(r.freeWaits); n > 0 {
+		ch = r.freeWaits[n-1]
+		r.freeWaits = r.freeWaits[:n-1]
+	} else {
+		ch = make(chan waitResult, 1)
+	}
 	r.waiters[w] = ch
 	return w, ch
 }

@@ -57,7 +57,7 @@ func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error
 	if err != nil {
 		return nil, fmt.Errorf("simba: lock %q: %w", name, err)
 	}
-	if r, err := wait(ctx, ch); err == nil {
+	if r, err := c.waitReuse(ctx, ch); err == nil {
 		return r.term, nil
 	} else if ctx.Err() == nil {
 		return nil, err // the lock's own failure
@@ -100,6 +100,6 @@ func (c *Client) Unlock(ctx context.Context, t *Term) error {
 		w, ch = c.newWaiter()
 		c.m.Step(now, engine.Unlock{Term: t.id, Waiter: w})
 	})
-	_, err := wait(ctx, ch)
+	_, err := c.waitReuse(ctx, ch)
 	return err
 }
