@@ -22,6 +22,14 @@ import (
 // The term ends early if the session is lost (H3): watch [Term.Done] and
 // check [Term.EnsureValid] before each step. A lock is not retaken after it
 // ends; the next Lock of the name on this client takes its turn at once.
+//
+// Lock, TryLock and Unlock make their acquire or release on the caller's
+// goroutine when ctx has no end or a deadline no sooner than the call's own
+// (one renewal period from its send, D2); a ctx that may end sooner — an
+// earlier deadline, or a cancellation without a deadline — leaves the call
+// to a goroutine of the client, so that they return as soon as ctx ends. A
+// ctx with a later deadline that is cancelled early is noticed once the
+// call in flight returns, within its timeout.
 func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
 	return c.lock(ctx, name, false)
 }
