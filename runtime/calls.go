@@ -143,7 +143,7 @@ func (c *Client) replied(now mono, req engine.Request, res engine.Result, opened
 		delete(c.sessions, req.Gen)
 		delete(c.deadlines, req.Gen)
 	}
-	c.m.Step(now, engine.Reply{ID: req.ID, Result: res})
+	c.m.StepReply(now, &engine.Reply{ID: req.ID, Result: res})
 }
 
 // callCtx is the context of one backend call: it ends at the call's
