@@ -166,3 +166,112 @@ func TestHolderRequestsPerRenewal(t *testing.T) {
 		}
 	})
 }
+
+// notifyCapture wraps a store and hands the test each function the client
+// asks its sessions to call on a release, so that the test can call it as a
+// backend's notification goroutine would.
+type notifyCapture struct {
+	backends.Backend
+	watched chan func() // one per Watch call
+}
+
+func (n *notifyCapture) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
+	s, r, err := n.Backend.OpenSession(ctx, opts)
+	if err != nil {
+		return nil, r, err
+	}
+	return &notifyCapturedSession{Session: s, n: n}, r, nil
+}
+
+type notifyCapturedSession struct {
+	backends.Session
+	n *notifyCapture
+}
+
+func (s *notifyCapturedSession) Watch(name string, fn func()) (stop func()) {
+	stop = s.Session.(backends.Notifier).Watch(name, fn)
+	select {
+	case s.n.watched <- fn:
+	default:
+	}
+	return stop
+}
+
+// A1: a backend's release notification never waits for the engine: the
+// function the client gives Watch only records the release and returns,
+// even while the engine is busy (here: held) and a callback is slow; the
+// engine's own goroutine picks the release up once it can, and the
+// candidate takes over then, rather than at its next attempt. Real time (a
+// goroutine waiting for a mutex is not durably blocked in a synctest
+// bubble), with generous bounds: a notification path that waited for the
+// engine would never return while it is held.
+func TestNotificationNeverWaitsForTheEngine(t *testing.T) {
+	store := memory.New()
+	cfg := runtime.ConfigFor(time.Minute) // attempts a retry interval apart: 10 s and more
+	holder, err := runtime.NewClient(store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient(t, holder)
+	ctx := context.Background()
+	held, err := holder.Lock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &notifyCapture{Backend: store, watched: make(chan func(), 1)}
+	c, err := runtime.NewClient(n, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient(t, c)
+	slow := make(chan struct{})
+	defer close(slow)
+	// A slow callback: elected on "other", it blocks until the test ends.
+	if _, err := c.StartElection("other", runtime.ListenerFuncs{OnElected: func(context.Context, *runtime.Term) { <-slow }}); err != nil {
+		t.Fatal(err)
+	}
+	won := make(chan *runtime.Term, 1)
+	go func() {
+		term, err := c.Lock(ctx, "job")
+		if err != nil {
+			t.Error(err)
+		}
+		won <- term
+	}()
+	var fn func()
+	select {
+	case fn = <-n.watched:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refused candidate set no watch")
+	}
+
+	release := c.HoldEngine()
+	notified := make(chan struct{})
+	go func() { // the store's notification path, while the engine is held
+		for range 100 {
+			fn()
+		}
+		close(notified)
+	}()
+	select {
+	case <-notified:
+	case <-time.After(10 * time.Second):
+		release()
+		t.Fatal("the notification function blocked while the engine was busy")
+	}
+	// The release the notifications speak of (its own notification comes
+	// through the store as well, on this goroutine).
+	if err := holder.Unlock(ctx, held); err != nil {
+		release()
+		t.Fatal(err)
+	}
+	release()
+	select {
+	case term := <-won:
+		if err := c.Unlock(ctx, term); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(cfg.RenewInterval / 4):
+		t.Fatal("the candidate did not take over at the release")
+	}
+}
