@@ -99,8 +99,11 @@ func joinedSince(prev, members []backends.SessionID) bool {
 func (m *Machine) groupTimer(g *group) {
 	if g.settleAt != 0 && m.now >= g.settleAt {
 		g.settleAt = 0
-		m.readView(g)
-		return
+		if g.joined {
+			m.readView(g)
+			return
+		}
+		// Settling on a session that ended: the wake-up may be a join's.
 	}
 	m.wakeGroup(g)
 }
