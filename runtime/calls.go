@@ -3,19 +3,99 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
-// call performs one backend request on a goroutine of its own, bounded by
-// the request's timeout (D2), and hands the reply to the core.
-func (c *Client) call(req engine.Request, s backends.Session) {
+// A backend call is made on a goroutine of its own (call), unless the API
+// caller that caused it makes it itself (applySync): a Lock, TryLock or
+// Unlock waits for its acquire or release anyway, so its goroutine makes
+// the call, when its context cannot end before the call's own deadline
+// (D2) — then waiting on the call is waiting for what the caller waits for.
+// Either way the call's deadline is counted from when the core sent it.
+
+// pendingCall is a backend request the core sent, with what performing it
+// needs.
+type pendingCall struct {
+	req      engine.Request
+	s        backends.Session // nil for an open or a store-clock read
+	deadline time.Time        // when the request was sent, plus its timeout (D2)
+}
+
+// inline is what the driver keeps for the API caller whose input is being
+// applied (guarded by c.mu): the calls it makes itself.
+type inline struct {
+	active bool
+	name   string    // the lease whose acquires and releases it makes
+	until  time.Time // the caller's deadline; zero if its context never ends
+	calls  []pendingCall
+}
+
+// send performs an EffSend: it hands the call to the API caller being
+// applied, if it takes it, or starts a goroutine. The caller holds c.mu.
+func (c *Client) send(req engine.Request, s backends.Session) {
+	p := pendingCall{req: req, s: s, deadline: c.epoch.Add(c.sentAt + req.Timeout)}
+	c.wg.Add(1)
+	if in := &c.inl; in.active && (req.Kind == engine.ReqAcquire || req.Kind == engine.ReqRelease) &&
+		req.Name == in.name && (in.until.IsZero() || !in.until.Before(p.deadline)) {
+		in.calls = append(in.calls, p)
+		return
+	}
+	go c.call(p)
+}
+
+// call performs one backend request on a goroutine of its own and hands
+// the reply to the core.
+func (c *Client) call(p pendingCall) {
 	defer c.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), req.Timeout)
-	defer cancel()
-	var res engine.Result
-	var opened backends.Session
+	res, opened := c.invoke(p)
+	c.apply(func(now mono) { c.replied(now, p.req, res, opened) })
+}
+
+// applySync is apply for an API caller that waits for the lease name with
+// ctx: the acquires and releases of name that the input (and their replies)
+// send, it makes itself, one after the other, if ctx cannot end before
+// their deadline; the others go to goroutines as usual.
+func (c *Client) applySync(ctx context.Context, name string, input func(now mono)) {
+	until, bounded := ctx.Deadline()
+	if !bounded && ctx.Done() != nil {
+		c.apply(input) // it may end at any moment: it must not wait on a call
+		return
+	}
+	var buf [4]pendingCall
+	calls := c.applyInline(name, until, input, buf[:0])
+	for i := 0; i < len(calls); i++ {
+		p := calls[i]
+		res, opened := c.invoke(p)
+		calls = c.applyInline(name, until, func(now mono) { c.replied(now, p.req, res, opened) }, calls)
+		c.wg.Done()
+	}
+}
+
+// applyInline applies input with the calls of name handed to this caller,
+// and appends them to calls.
+func (c *Client) applyInline(name string, until time.Time, input func(now mono), calls []pendingCall) []pendingCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in := &c.inl
+	in.active, in.name, in.until = true, name, until
+	c.sentAt = c.now()
+	input(c.sentAt)
+	c.flush()
+	calls = append(calls, in.calls...)
+	clear(in.calls)
+	in.active, in.name, in.calls = false, "", in.calls[:0]
+	return calls
+}
+
+// invoke makes the backend call of p, bounded by its deadline (D2).
+func (c *Client) invoke(p pendingCall) (res engine.Result, opened backends.Session) {
+	ctx := &callCtx{deadline: p.deadline}
+	defer ctx.end()
+	req, s := p.req, p.s
 	switch req.Kind {
 	case engine.ReqOpen:
 		opened, res.Renewal, res.Err = c.backend.OpenSession(ctx, backends.SessionOptions{TTL: req.TTL, Identity: c.identity})
@@ -47,18 +127,125 @@ func (c *Client) call(req engine.Request, s backends.Session) {
 			res.Err = fmt.Errorf("simba: the backend (%T) has no store clock", c.backend)
 		}
 	}
-	c.apply(func(now mono) {
-		switch {
-		case opened != nil:
-			c.sessions[req.Gen] = opened
-		case req.Kind == engine.ReqClose:
-			for _, stop := range c.watches[req.Gen] {
-				stop()
-			}
-			delete(c.watches, req.Gen)
-			delete(c.sessions, req.Gen)
-			delete(c.deadlines, req.Gen)
+	return res, opened
+}
+
+// replied hands the core the reply to req. The caller holds c.mu.
+func (c *Client) replied(now mono, req engine.Request, res engine.Result, opened backends.Session) {
+	switch {
+	case opened != nil:
+		c.sessions[req.Gen] = opened
+	case req.Kind == engine.ReqClose:
+		for _, stop := range c.watches[req.Gen] {
+			stop()
 		}
-		c.m.Step(now, engine.Reply{ID: req.ID, Result: res})
-	})
+		delete(c.watches, req.Gen)
+		delete(c.sessions, req.Gen)
+		delete(c.deadlines, req.Gen)
+	}
+	c.m.StepReply(now, &engine.Reply{ID: req.ID, Result: res})
+}
+
+// callCtx is the context of one backend call: it ends at the call's
+// deadline, or when the call returned. It is context.WithDeadline without
+// the cost a call that never waits does not need: its channel and timer
+// are made only if the backend asks for Done (the memory store only reads
+// Err), and AfterFunc spares a goroutine per context derived from it.
+type callCtx struct {
+	deadline time.Time
+
+	mu    sync.Mutex
+	err   error
+	done  chan struct{}
+	timer *time.Timer
+	after []*afterCall
+}
+
+type afterCall struct {
+	f       func()
+	stopped bool
+}
+
+func (x *callCtx) Deadline() (time.Time, bool) { return x.deadline, true }
+func (x *callCtx) Value(any) any               { return nil }
+
+func (x *callCtx) Err() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.err == nil && !time.Now().Before(x.deadline) {
+		x.finish(context.DeadlineExceeded)
+	}
+	return x.err
+}
+
+func (x *callCtx) Done() <-chan struct{} {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.done == nil {
+		x.done = make(chan struct{})
+		switch d := time.Until(x.deadline); {
+		case x.err != nil:
+			close(x.done)
+		case d <= 0:
+			x.finish(context.DeadlineExceeded)
+		default:
+			x.timer = time.AfterFunc(d, x.expire)
+		}
+	}
+	return x.done
+}
+
+// AfterFunc is context.AfterFunc's hook (see the context package), so that
+// contexts derived from x need no goroutine to follow it.
+func (x *callCtx) AfterFunc(f func()) (stop func() bool) {
+	a := &afterCall{f: f}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.err != nil {
+		go f()
+		return func() bool { return false }
+	}
+	x.after = append(x.after, a)
+	return func() bool {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if a.stopped || x.err != nil {
+			return false
+		}
+		a.stopped = true
+		return true
+	}
+}
+
+func (x *callCtx) expire() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.finish(context.DeadlineExceeded)
+}
+
+// end cancels x once the call returned.
+func (x *callCtx) end() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.timer != nil {
+		x.timer.Stop()
+	}
+	x.finish(context.Canceled)
+}
+
+// finish ends x with err, if it has not ended. The caller holds x.mu.
+func (x *callCtx) finish(err error) {
+	if x.err != nil {
+		return
+	}
+	x.err = err
+	if x.done != nil {
+		close(x.done)
+	}
+	for _, a := range x.after {
+		if !a.stopped {
+			go a.f()
+		}
+	}
+	x.after = nil
 }

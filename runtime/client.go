@@ -148,6 +148,23 @@ func wait(ctx context.Context, w chan waitResult) (waitResult, error) {
 	}
 }
 
+// waitReuse is wait for a waiter's channel that nothing else holds: once
+// its one result has been received, the channel is kept for the next
+// waiter (a channel of a pointer type costs two allocations).
+func (c *Client) waitReuse(ctx context.Context, w chan waitResult) (waitResult, error) {
+	select {
+	case r := <-w:
+		c.mu.Lock()
+		if len(c.freeWaits) < cap(c.freeWaits) {
+			c.freeWaits = append(c.freeWaits, w)
+		}
+		c.mu.Unlock()
+		return r, r.err
+	case <-ctx.Done():
+		return waitResult{}, ctx.Err()
+	}
+}
+
 // await steps an input that completes a waiter, and waits for it or for
 // ctx. Called with a context the engine gave a callback or task, it steps
 // the input without a waiter and returns nil at once: waiting there could
@@ -163,7 +180,7 @@ func (c *Client) await(ctx context.Context, input func(w engine.Waiter) engine.I
 		w, ch = c.newWaiter()
 		c.m.Step(now, input(w))
 	})
-	_, err := wait(ctx, ch)
+	_, err := c.waitReuse(ctx, ch)
 	return err
 }
 

@@ -89,8 +89,11 @@
 // among the members of a group, which join through their sessions. Every
 // member holds ⌊N/M⌋ or ⌈N/M⌉ partitions; when members come and go, the
 // fewest partitions move, each through the hand-off order, so no partition
-// ever has two holders. Each partition's task gets the partition's own term
-// and token. In steady state a member makes one call per renewal interval,
+// ever has two holders. A member that sees new members in the group (its
+// own join included) reads the group again a tenth of RenewInterval later
+// and plans only once no new member shows, so that members started together
+// take each partition once. Each partition's task gets the partition's own
+// term and token. In steady state a member makes one call per renewal interval,
 // its keep-alive; the group is re-read only when the keep-alive says it
 // changed or a partition is released.
 //

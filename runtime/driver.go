@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -25,7 +26,10 @@ type registry struct {
 	contenders map[engine.ContenderID]*started // elections, locks and schedules started
 	groupFns   map[engine.GroupID]PartitionFunc
 	waiters    map[engine.Waiter]chan waitResult
-	lastID     uint64 // the last contender, group or waiter id handed out
+	lastID     uint64            // the last contender, group or waiter id handed out
+	sentAt     mono              // the time of the input being applied: when its requests are sent
+	inl        inline            // the API caller being applied, if it makes its own calls
+	freeWaits  []chan waitResult // waiters' channels received from, for reuse
 }
 
 // started is the driver's half of an election, lock or schedule: what the
@@ -46,6 +50,7 @@ func newRegistry() registry {
 		contenders: make(map[engine.ContenderID]*started),
 		groupFns:   make(map[engine.GroupID]PartitionFunc),
 		waiters:    make(map[engine.Waiter]chan waitResult),
+		freeWaits:  make([]chan waitResult, 0, 4),
 	}
 }
 
@@ -60,7 +65,13 @@ func (r *registry) newID() uint64 {
 // on. The caller holds c.mu.
 func (r *registry) newWaiter() (engine.Waiter, chan waitResult) {
 	w := engine.Waiter(r.newID())
-	ch := make(chan waitResult, 1)
+	var ch chan waitResult
+	if n := len(r.freeWaits); n > 0 {
+		ch = r.freeWaits[n-1]
+		r.freeWaits = r.freeWaits[:n-1]
+	} else {
+		ch = make(chan waitResult, 1)
+	}
 	r.waiters[w] = ch
 	return w, ch
 }
@@ -72,7 +83,8 @@ func (c *Client) now() mono { return time.Since(c.epoch) }
 func (c *Client) apply(input func(now mono)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	input(c.now())
+	c.sentAt = c.now()
+	input(c.sentAt)
 	c.flush()
 }
 
@@ -134,8 +146,7 @@ func (c *Client) perform(e *engine.Effect) {
 				"simba: %v: no session handle: %w", e.Req.Kind, backends.ErrSessionExpired)}})
 			return
 		}
-		c.wg.Add(1)
-		go c.call(e.Req, s)
+		c.send(e.Req, s)
 	case engine.EffSetDeadline:
 		d := c.deadlines[e.Gen]
 		if d == nil {
@@ -160,6 +171,9 @@ func (c *Client) perform(e *engine.Effect) {
 		if ev.Kind == EventSessionRenewed || ev.Kind == EventSessionOpened {
 			close(c.renewed)
 			c.renewed = make(chan struct{})
+		}
+		if !c.wanted(ev) {
+			return // nobody would see it: spare the event queue its goroutine
 		}
 		c.wg.Add(1)
 		c.events.push(queued{run: func() { defer c.wg.Done(); c.deliver(ev) }, mustRun: true})
@@ -277,6 +291,14 @@ var (
 	_ = [1]struct{}{}[Role(engine.RoleCoolingDown)-RoleCoolingDown]
 	_ = [1]struct{}{}[RoleCandidate-Role(engine.RoleCandidate)]
 )
+
+// wanted reports whether deliver would do anything with e: an observer
+// sees every event, the logger those of the levels it enables, and a
+// WatchHolder loop of e's lease its elections and revocations.
+func (c *Client) wanted(e Event) bool {
+	return c.observer != nil || c.logger.Enabled(context.Background(), eventLevel(e)) ||
+		(e.Kind == EventElected || e.Kind == EventRevoked) && c.holderWatches.watched(e.Name)
+}
 
 // deliver hands an event to the log and the observer, on the event queue.
 func (c *Client) deliver(e Event) {

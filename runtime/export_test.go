@@ -23,3 +23,11 @@ func (c *Client) ResumeEngine() { c.apply(c.m.Tick) }
 // MinMoves exposes the tests' independent oracle for the fewest moves to a
 // fair assignment to the external test package.
 var MinMoves = fairtest.MinMoves
+
+// HoldEngine takes the client's mutex, as an engine step that does not end
+// would, until the returned function is called: no input is applied
+// meanwhile, neither on the engine's goroutine nor on a caller's.
+func (c *Client) HoldEngine() (release func()) {
+	c.mu.Lock()
+	return c.mu.Unlock
+}

@@ -453,6 +453,8 @@ func (r *groupRig) change(what string, bound time.Duration, apply func(), gone .
 //
 // The bounds, in renewal intervals (tasks here exit as soon as they are
 // cancelled, and the store answers at once):
+//   - the first member of an empty group: the settling wait, a tenth of an
+//     interval (a member plans only on a view that shows no new member);
 //   - a join: 2 (the others see the new member at their next keep-alive,
 //     hand over, and the newcomer is woken by the release notifications);
 //   - graceful leaves, one or several at once: 0 (a leaver leaves, then
@@ -469,6 +471,10 @@ func (r *groupRig) change(what string, bound time.Duration, apply func(), gone .
 // needed, so a change moves at most the minimum plus the partitions leaving
 // members acquired during it; when every Stop is applied before any release,
 // exactly the minimum (TestGroupConcurrentLeavesApplied).
+// settle is how long a member that sees new members waits before it plans
+// (§13): a tenth of the renewal interval.
+var settle = cfg.RenewInterval / 10
+
 func TestGroupRebalancing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newGroupRig(t, 16)
@@ -512,7 +518,7 @@ func TestGroupRebalancing(t *testing.T) {
 func TestGroupConcurrentLeavesApplied(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newGroupRig(t, 16)
-		r.change("first member", 0, func() { r.join() })
+		r.change("first member", settle, func() { r.join() })
 		r.change("1 → 5", 2*cfg.RenewInterval, func() {
 			for range 4 {
 				r.join()
@@ -551,7 +557,7 @@ func TestGroupStepDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newGroupRig(t, 16)
 		joinBound := 2 * cfg.RenewInterval
-		r.change("first member", 0, func() { r.join() })
+		r.change("first member", settle, func() { r.join() })
 		r.change("1 → 2", joinBound, func() { r.join() })
 		a, b := r.members[0], r.members[1]
 

@@ -293,6 +293,13 @@ func (h *holderWatches) remove(name string, w chan struct{}) {
 	}
 }
 
+// watched reports whether a WatchHolder loop follows name.
+func (h *holderWatches) watched(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.byName[name]) > 0
+}
+
 func (h *holderWatches) wake(name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

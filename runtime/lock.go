@@ -22,6 +22,14 @@ import (
 // The term ends early if the session is lost (H3): watch [Term.Done] and
 // check [Term.EnsureValid] before each step. A lock is not retaken after it
 // ends; the next Lock of the name on this client takes its turn at once.
+//
+// Lock, TryLock and Unlock make their acquire or release on the caller's
+// goroutine when ctx has no end or a deadline no sooner than the call's own
+// (one renewal period from its send, D2); a ctx that may end sooner — an
+// earlier deadline, or a cancellation without a deadline — leaves the call
+// to a goroutine of the client, so that they return as soon as ctx ends. A
+// ctx with a later deadline that is cancelled early is noticed once the
+// call in flight returns, within its timeout.
 func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
 	return c.lock(ctx, name, false)
 }
@@ -44,7 +52,8 @@ func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error
 		ch  chan waitResult
 		err error
 	)
-	c.apply(func(now mono) {
+	// The caller's goroutine makes the acquire itself, if ctx allows.
+	c.applySync(ctx, name, func(now mono) {
 		id = engine.ContenderID(c.newID())
 		w, ch = c.newWaiter()
 		c.contenders[id] = &started{}
@@ -56,7 +65,7 @@ func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error
 	if err != nil {
 		return nil, fmt.Errorf("simba: lock %q: %w", name, err)
 	}
-	if r, err := wait(ctx, ch); err == nil {
+	if r, err := c.waitReuse(ctx, ch); err == nil {
 		return r.term, nil
 	} else if ctx.Err() == nil {
 		return nil, err // the lock's own failure
@@ -94,11 +103,11 @@ func (c *Client) Unlock(ctx context.Context, t *Term) error {
 		return fmt.Errorf("simba: Unlock: %v is an election's term; stop the election instead", t)
 	}
 	var ch chan waitResult
-	c.apply(func(now mono) {
+	c.applySync(ctx, t.name, func(now mono) { // the caller makes the release itself, if ctx allows
 		var w engine.Waiter
 		w, ch = c.newWaiter()
 		c.m.Step(now, engine.Unlock{Term: t.id, Waiter: w})
 	})
-	_, err := wait(ctx, ch)
+	_, err := c.waitReuse(ctx, ch)
 	return err
 }

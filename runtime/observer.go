@@ -129,7 +129,11 @@ const (
 // costs safety or availability, errors for user code that failed, debug for
 // routine renewals.
 func logEvent(logger *slog.Logger, e Event) {
-	level, msg := slog.LevelInfo, "simba: "+e.Kind.String()
+	level := eventLevel(e)
+	if !logger.Enabled(context.Background(), level) {
+		return // the attributes would cost allocations nobody reads
+	}
+	msg := "simba: " + e.Kind.String()
 	var attrs []slog.Attr
 	if e.Name != "" {
 		attrs = append(attrs, slog.String(logKeyLease, e.Name))
@@ -142,33 +146,16 @@ func logEvent(logger *slog.Logger, e Event) {
 	}
 	switch e.Kind {
 	case EventSessionRenewed, EventRunSucceeded:
-		level = slog.LevelDebug
 		attrs = append(attrs, slog.Duration(logKeyLatency, e.Duration))
 	case EventSessionOpened:
 		attrs = append(attrs, slog.Duration(logKeyValid, e.Duration))
 	case EventSessionState:
 		attrs = append(attrs, slog.String(logKeyState, e.State.String()))
-		if e.State == SessionSuspended {
-			level = slog.LevelWarn
-		}
 	case EventSessionLeaseShortened:
-		level = slog.LevelWarn
 		msg = "simba: backend granted a shorter lease than LeaseDuration; renewing every third of it"
 		attrs = append(attrs, slog.Duration(logKeyValid, e.Duration))
 	case EventSessionEnded, EventRevoked:
 		attrs = append(attrs, slog.String(logKeyReason, e.Reason.String()))
-		if e.Reason == ReasonDeadlinePassed || e.Reason == ReasonSessionExpired || e.Reason == ReasonTakenOver {
-			level = slog.LevelWarn
-		}
-	case EventTaskFailed, EventCallbackPanicked, EventRunFailed:
-		level = slog.LevelError
-	case EventTaskStuck, EventCallbackRejected:
-		level = slog.LevelWarn
-	case EventBackendError:
-		level = slog.LevelDebug
-		if e.Name == "" || errors.Is(e.Err, backends.ErrGroupMismatch) {
-			level = slog.LevelWarn // the session, or a group this member cannot join
-		}
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.Any(logKeyErr, e.Err))
@@ -177,4 +164,32 @@ func logEvent(logger *slog.Logger, e Event) {
 		}
 	}
 	logger.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+// eventLevel is the level logEvent writes e at.
+func eventLevel(e Event) slog.Level {
+	switch e.Kind {
+	case EventSessionRenewed, EventRunSucceeded:
+		return slog.LevelDebug
+	case EventSessionState:
+		if e.State == SessionSuspended {
+			return slog.LevelWarn
+		}
+	case EventSessionLeaseShortened:
+		return slog.LevelWarn
+	case EventSessionEnded, EventRevoked:
+		if e.Reason == ReasonDeadlinePassed || e.Reason == ReasonSessionExpired || e.Reason == ReasonTakenOver {
+			return slog.LevelWarn
+		}
+	case EventTaskFailed, EventCallbackPanicked, EventRunFailed:
+		return slog.LevelError
+	case EventTaskStuck, EventCallbackRejected:
+		return slog.LevelWarn
+	case EventBackendError:
+		if e.Name == "" || errors.Is(e.Err, backends.ErrGroupMismatch) {
+			return slog.LevelWarn // the session, or a group this member cannot join
+		}
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }

@@ -14,7 +14,7 @@ import (
 // taskContext is the context a task or run gets: the term's, marked as
 // inside the engine (L5).
 func (c *Client) taskContext(t *Term) context.Context {
-	return context.WithValue(t.ctx, insideKey{}, c)
+	return context.WithValue(t.Context(), insideKey{}, c)
 }
 
 // work returns the function a task or run effect runs: the partition
@@ -71,9 +71,9 @@ func (c *Client) dispatch(id engine.ContenderID, ct *started, t *Term, elected b
 		if elected || !t.rejected.Load() {
 			err := protect(func() error {
 				if elected {
-					ct.listener.Elected(context.WithValue(t.ctx, insideKey{}, c), t)
+					ct.listener.Elected(context.WithValue(t.Context(), insideKey{}, c), t)
 				} else {
-					ct.listener.Revoked(context.WithValue(context.WithoutCancel(t.ctx), insideKey{}, c), t, t.Reason())
+					ct.listener.Revoked(context.WithValue(context.WithoutCancel(t.Context()), insideKey{}, c), t, t.Reason())
 				}
 				return nil
 			})

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,17 +82,17 @@ type Term struct {
 	reason   atomic.Int32
 	rejected atomic.Bool // its elected callback could not be dispatched (L6)
 	done     chan struct{}
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
+
+	ctxMu  sync.Mutex // guards ctx and cancel, made at the first Context call
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 
 	id   engine.TermID // the engine's name for it
 	lock bool          // a lock's term, released with Unlock
 }
 
 func newTerm(owner *Client, name string, token Token, d *deadline, now func() mono) *Term {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	return &Term{name: name, token: token, owner: owner, deadline: d, now: now,
-		done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	return &Term{name: name, token: token, owner: owner, deadline: d, now: now, done: make(chan struct{})}
 }
 
 // Name returns the lease name.
@@ -139,7 +140,18 @@ func (t *Term) Reason() Reason { return Reason(t.reason.Load()) }
 // Context returns a context that is cancelled when the term ends, with the
 // term's [Reason] as its cause. It carries no deadline: the term's end is not
 // known in advance.
-func (t *Term) Context() context.Context { return t.ctx }
+func (t *Term) Context() context.Context {
+	// Made on demand: a lock's term is often never asked for one.
+	t.ctxMu.Lock()
+	defer t.ctxMu.Unlock()
+	if t.ctx == nil {
+		t.ctx, t.cancel = context.WithCancelCause(context.Background())
+		if t.ended.Load() {
+			t.cancel(t.Reason())
+		}
+	}
+	return t.ctx
+}
 
 // String returns "name#token".
 func (t *Term) String() string { return t.name + "#" + strconv.FormatInt(int64(t.token), 10) }
@@ -151,8 +163,12 @@ func (t *Term) end(r Reason) bool {
 		return false
 	}
 	t.reason.Store(int32(r))
+	t.ctxMu.Lock()
 	t.ended.Store(true)
-	t.cancel(r)
+	if t.cancel != nil {
+		t.cancel(r)
+	}
+	t.ctxMu.Unlock()
 	close(t.done)
 	return true
 }

@@ -74,6 +74,12 @@ func (r *Registry) AddFor(owner, name string, fn func()) (stop func()) {
 // from's own: a session's release tells it nothing new. An empty from skips
 // none.
 func (r *Registry) FireFrom(from, name string) {
+	r.mu.Lock()
+	none := len(r.byName[name]) == 0
+	r.mu.Unlock()
+	if none {
+		return // the common case, a release nobody here waits for: no allocation
+	}
 	r.fire(func(yield func(*entry)) {
 		for e := range r.byName[name] {
 			if from == "" || e.owner != from {

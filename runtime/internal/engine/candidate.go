@@ -30,6 +30,7 @@ type contender struct {
 	phase         phase
 	attempt       RequestID // in-flight acquire, 0 if none
 	notified      bool      // a release was notified while the attempt was in flight
+	watchGen      uint64    // the session generation whose releases of name it watches, 0 if none
 	retryAt       Mono
 	cooldownUntil Mono
 	term          *term
@@ -92,10 +93,32 @@ func (m *Machine) contend(c *contender) {
 	m.add(c)
 	c.phase = phCandidate
 	c.retryAt = m.now
-	if s := m.sess; s != nil {
-		m.emit(Effect{Kind: EffWatch, Gen: s.gen, Name: c.name})
+	if m.sess != nil {
 		m.wake(c)
 	}
+}
+
+// watch makes c watch releases of its name on session s, once it has been
+// refused the lease there (A1): a store may wake only the sessions it
+// refused, and a node that holds what it wants waits for nothing, so it
+// keeps no watch alive (S1: its keep-alive is its only request). It
+// reports whether the watch is new.
+func (m *Machine) watch(c *contender, s *session) bool {
+	if c.watchGen == s.gen {
+		return false
+	}
+	c.watchGen = s.gen
+	m.emit(Effect{Kind: EffWatch, Gen: s.gen, Name: c.name})
+	return true
+}
+
+// unwatch stops c's watch, if it has one on the current session: it holds
+// the lease, or wants it no more.
+func (m *Machine) unwatch(c *contender) {
+	if s := m.sess; s != nil && c.watchGen == s.gen {
+		m.emit(Effect{Kind: EffUnwatch, Gen: s.gen, Name: c.name})
+	}
+	c.watchGen = 0
 }
 
 // wake re-evaluates c when its timer fires or something it waits for changed.
@@ -196,8 +219,15 @@ func (m *Machine) acquireDone(p *pendingReq, res Result) {
 		return
 	}
 	// A release notified while this attempt was in flight may have come
-	// after the store refused it: then try again at once (A1).
-	if !c.notified {
+	// after the store refused it: then try again at once (A1). So may a
+	// release between the store's refusal and the watch this refusal
+	// starts, which nothing would report: a new watch tries once more at
+	// once, and that refusal is one the watch covers.
+	newWatch := false
+	if errors.Is(res.Err, backends.ErrLeaseHeld) && live && c.group == nil {
+		newWatch = m.watch(c, s)
+	}
+	if !c.notified && !newWatch {
 		c.retryAt = retry
 	}
 	c.notified = false
@@ -270,8 +300,8 @@ func (m *Machine) remove(c *contender) {
 		delete(g.parts, c.part)
 	}
 	m.removed++
-	if s := m.sess; s != nil && c.group == nil { // a group watches its partitions itself
-		m.emit(Effect{Kind: EffUnwatch, Gen: s.gen, Name: c.name})
+	if c.group == nil { // a group watches its partitions itself
+		m.unwatch(c)
 	}
 	if q := m.lockQueue[c.name]; c.kind == KindLock && len(q) > 0 {
 		// The next Lock of the name on this client takes its turn.

@@ -24,12 +24,12 @@
 // # Inputs, effects, answers
 //
 //	input (Step)       what the core does                          effects
-//	Start              registers a contender, contends             EffWatch, EffSend(acquire)
+//	Start              registers a contender, contends             EffSend(acquire)
 //	StartGroup         registers a group, joins it                 EffSend(join)
 //	Stop, StopGroup    hand-off in the order of H1                 EffTermEnded, EffSend(release), EffDispatch, EffComplete
 //	Unlock, Abandon    a lock's stop, a Lock's caller gone         as Stop
 //	Close              stops everything, closes the session (S4)   as Stop, EffSend(close), EffShutdown
-//	Reply              a backend call's answer                     any
+//	Reply              a backend call's answer                     any (a refused acquire: EffWatch)
 //	Released           a release notification (A1)                 EffSend(acquire, members)
 //	TaskDone, RunDone  a task or scheduled run returned            EffSend(release, put value), EffEvent
 //	CallbackDone       a callback ran (L2, L3)                     EffComplete

@@ -29,6 +29,7 @@ type group struct {
 	reread   bool // something changed while viewReq was in flight
 	leaveReq RequestID
 	joinAt   Mono // earliest next join (retry, or the end of a step-down)
+	settleAt Mono // a joined member reads the view again then (joins settling), 0 if not
 	lastErr  error
 	op       *stopOp
 	removed  bool
@@ -76,6 +77,35 @@ func (m *Machine) startGroup(in StartGroup) error {
 	m.groupList = append(m.groupList, g)
 	m.wakeGroup(g)
 	return nil
+}
+
+// groupSettle is how long a member waits for joins to settle before it
+// plans on a view that shows new members: a tenth of the renewal interval.
+func groupSettle(cfg Config) time.Duration { return max(cfg.RenewInterval/10, time.Millisecond) }
+
+// joinedSince reports whether members (sorted) lists a member that prev
+// (sorted) does not.
+func joinedSince(prev, members []backends.SessionID) bool {
+	for _, id := range members {
+		if _, found := slices.BinarySearch(prev, id); !found {
+			return true
+		}
+	}
+	return false
+}
+
+// groupTimer handles g's wake-up: the end of a settling wait (read the view
+// again), or a join that is due.
+func (m *Machine) groupTimer(g *group) {
+	if g.settleAt != 0 && m.now >= g.settleAt {
+		g.settleAt = 0
+		if g.joined {
+			m.readView(g)
+			return
+		}
+		// Settling on a session that ended: the wake-up may be a join's.
+	}
+	m.wakeGroup(g)
 }
 
 // wakeGroup joins g if it should be a member and is not.
@@ -163,9 +193,22 @@ func (m *Machine) groupDone(p *pendingReq, res Result) {
 		}
 		m.readView(g)
 	case ReqMembers:
+		prev, had := g.view.Members, g.viewed
 		g.view, g.viewed = res.View, true
 		if g.reread {
 			m.readView(g)
+		}
+		if !had || joinedSince(prev, res.View.Members) {
+			// Members are joining: more may follow at once (a group
+			// started on several nodes together). A plan made now
+			// would take partitions that a view with them hands on
+			// again; read again a moment later, and plan only on a view
+			// that shows no member the one before it did not (§13). A
+			// member leaving needs no wait: what it frees is taken at
+			// once.
+			g.settleAt = m.now + groupSettle(m.cfg)
+			m.scheduleGroup(g, g.settleAt)
+			return
 		}
 		m.rebalance(g, s)
 	case ReqLeave:

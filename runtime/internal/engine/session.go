@@ -79,8 +79,7 @@ func (m *Machine) openDone(p *pendingReq, res Result) {
 			m.setState(Live, nil)
 			for _, c := range m.contenders {
 				if !c.removed && c.phase != phDone && c.group == nil {
-					m.emit(Effect{Kind: EffWatch, Gen: s.gen, Name: c.name})
-					m.wake(c)
+					m.wake(c) // it watches again once this session is refused the lease
 				}
 			}
 			for _, g := range m.groupList {

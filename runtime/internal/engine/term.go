@@ -32,6 +32,7 @@ func (m *Machine) adopt(c *contender, s *session, token Token, value []byte) {
 	t := &term{id: m.termSeq, c: c, sess: s, name: c.name, token: token, adopted: m.adoptSeq, value: value}
 	m.terms[t.id] = t
 	c.term, c.phase = t, phLeader
+	m.unwatch(c) // a holder waits for no release (S1)
 	m.emit(Effect{Kind: EffTermStarted, Term: t.id, Contender: c.id, Name: c.name, Token: token, Gen: s.gen,
 		Lock: c.kind == KindLock})
 	elected := Event{Kind: EventElected, Name: c.name, Token: token, Session: s.id}

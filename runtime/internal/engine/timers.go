@@ -65,7 +65,7 @@ func (m *Machine) fireTimers() {
 			m.wake(e.c)
 		case e.g != nil:
 			e.g.timerSeq++
-			m.wakeGroup(e.g)
+			m.groupTimer(e.g)
 		default:
 			e.t.timerSeq++
 			switch {
