@@ -101,9 +101,16 @@ func (n *node) input(f func()) {
 	do()
 }
 
-func (n *node) step(in engine.Input) error {
+func (n *node) step(in engine.Input) error { return n.stepNoting(in, nil) }
+
+// stepNoting steps in, calling delivered first, when the core takes it: a
+// paused node takes its inputs only when it resumes.
+func (n *node) stepNoting(in engine.Input, delivered func()) error {
 	var err error
 	n.input(func() {
+		if delivered != nil {
+			delivered()
+		}
 		n.w.tracef("n%d <- %s", n.i, engine.DescribeInput(in))
 		err = n.m.Step(n.mono(), in)
 	})
@@ -199,8 +206,8 @@ func (n *node) perform(e engine.Effect) {
 			w.check.rejected(n, e.Term)
 			w.after(w.between(0, time.Millisecond), func() {
 				if n.life == life {
-					w.check.rejectDelivered(n, e.Term)
-					n.step(engine.DispatchFailed{ID: e.Contender, Term: e.Term, Err: errPoolFull})
+					n.stepNoting(engine.DispatchFailed{ID: e.Contender, Term: e.Term, Err: errPoolFull},
+						func() { w.check.rejectDelivered(n, e.Term) })
 				}
 			})
 			return

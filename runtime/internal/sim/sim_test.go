@@ -142,26 +142,6 @@ func replayCommand(seed uint64) string {
 	return fmt.Sprintf("go test%s ./runtime/internal/sim -run 'TestSim$' -seed=%d -v", tags, seed)
 }
 
-// TestSimFound replays the schedules that once broke a rule, each a bug
-// since fixed, so that they run in every test run, not only in the long
-// ones that found them:
-//
-//   - 39252 (D3): a late reply to an abandoned acquire carried the grant
-//     that the next attempt had adopted (the store answers a session's
-//     second acquisition of a lease with the same token), and its release
-//     freed the lease under the valid term.
-//   - 95157 (L6): the core queued a term's revoked callback before the
-//     driver's answer that its elected callback could not be dispatched
-//     reached it; the driver skips such a callback.
-func TestSimFound(t *testing.T) {
-	for _, seed := range []uint64{39252, 95157} {
-		o, _ := runOne(seed, false, false)
-		for _, v := range o.violations {
-			t.Errorf("seed %d: %v\n\treplay: %s", seed, v, replayCommand(seed))
-		}
-	}
-}
-
 // TestSim runs seeded schedules with the store's clock within Drift: no
 // rule may break. With -seed it replays one, printing its trace.
 func TestSim(t *testing.T) {
