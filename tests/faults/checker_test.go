@@ -3,6 +3,7 @@ package faults
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -79,6 +80,7 @@ func cmp64(a, b int64) int {
 // the fault ended every name had a holder again.
 type faultFigure struct {
 	kind     string
+	target   string
 	gap      time.Duration
 	recovery time.Duration
 }
@@ -165,7 +167,7 @@ func check(p plan, events []event, fe *fence, faults []appliedFault, end int64) 
 		if i+1 < len(faults) {
 			windowEnd = faults[i+1].start
 		}
-		fig := faultFigure{kind: f.Kind}
+		fig := faultFigure{kind: f.Kind, target: f.target}
 		for _, name := range p.Names {
 			for _, g := range gaps[name] {
 				if g[1] > f.start && g[0] < windowEnd {
@@ -203,3 +205,13 @@ func holderless(ts []*term, end int64) [][2]int64 {
 
 // stamp formats a CLOCK_MONOTONIC reading in seconds.
 func stamp(ns int64) string { return fmt.Sprintf("%.6fs", float64(ns)/1e9) }
+
+// describe is the schedule's figures, for the verbose log.
+func (r *report) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d terms, %d writes accepted, %d stale refused, %d late", r.terms, r.writes, r.refused, r.late)
+	for i, f := range r.faults {
+		fmt.Fprintf(&b, "; %d. %s %s: gap %v, recovery %v", i+1, f.kind, f.target, f.gap.Round(time.Millisecond), f.recovery.Round(time.Millisecond))
+	}
+	return b.String()
+}

@@ -59,6 +59,7 @@ func runBackend(t *testing.T, k backendKind, base int64) {
 				for seed := range seeds {
 					p := newPlan(seed, *flagFaults, *flagNodes, lease)
 					r := runSchedule(t, api, srv, fe, p, *flagNodes, lease)
+					t.Logf("schedule %v\n  ran: %s", p, r.describe())
 					mu.Lock()
 					reports = append(reports, r)
 					mu.Unlock()

@@ -118,6 +118,11 @@ func prime(t *testing.T, srv server, lease time.Duration) {
 	}
 }
 
+// liveBound is the generous bound on fail-over after the last fault of a
+// schedule: every name has a holder again within it. The figures report
+// the gaps themselves.
+const liveBound = 20 * time.Second
+
 // proc is one node process (one incarnation of a node).
 type proc struct {
 	id   string
@@ -338,9 +343,14 @@ func runSchedule(t *testing.T, api *toxiproxy.ApiServer, srv server, fe *fence, 
 		s.faults = append(s.faults, s.apply(f))
 		time.Sleep(f.Settle)
 	}
+	// Liveness, with a generous bound: every name has a holder again.
+	held := s.waitHeld(liveBound)
 	s.end = mono()
 	stop()
 	r := check(p, s.events(), fe, s.faults, s.end)
+	if !held {
+		r.violations = append(r.violations, fmt.Sprintf("liveness: a name had no holder %v after the last fault", liveBound))
+	}
 	r.races, r.ourRaces = s.races()
 	return r
 }

@@ -14,7 +14,7 @@ var (
 	flagFaults    = flag.Int("faults.faults", 2, "faults per schedule")
 	flagLease     = flag.Duration("faults.lease", 1500*time.Millisecond, "lease duration of the nodes")
 	flagNodes     = flag.Int("faults.nodes", 3, "node processes per schedule")
-	flagParallel  = flag.Int("faults.parallel", 2, "schedules of one backend run at a time (each on a server of its own)")
+	flagParallel  = flag.Int("faults.parallel", 4, "schedules of one backend run at a time (each on a server of its own)")
 )
 
 // TestMain runs the node when the test binary was started as one (nodeEnv

@@ -79,19 +79,19 @@ func newPlan(seed int64, n, nodes int, lease time.Duration) plan {
 		}
 		switch f.Kind {
 		case faultStop:
-			f.For = between(1.1, 2.5) // past the lease: the others take over
+			f.For = between(1.1, 2) // past the lease: the others take over
 		case faultKill:
 			f.For = between(0, 0.5)
 		case faultCut, faultBlackhole:
-			f.For = between(0.2, 2)
+			f.For = between(0.2, 1.5)
 		case faultLatency:
-			f.For = between(1, 2)
+			f.For = between(0.5, 1.5)
 			f.Delay = between(0.02, 0.3)
 		case faultRestart:
 			restarted = true
 			f.Node, f.Holder = -1, ""
 		}
-		f.Settle = between(1, 2)
+		f.Settle = between(0.7, 1.2)
 		p.Faults = append(p.Faults, f)
 	}
 	return p
