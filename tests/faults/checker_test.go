@@ -76,8 +76,9 @@ func cmp64(a, b int64) int {
 }
 
 // faultFigure is how one fault ended: the longest stretch with no holder of
-// a name that overlaps the fault or its settling time, and how long after
-// the fault ended every name had a holder again.
+// a name that began between the fault's start and the next fault's (or the
+// schedule's end), and how long after the fault ended every name had a
+// holder again.
 type faultFigure struct {
 	kind     string
 	target   string
@@ -170,7 +171,7 @@ func check(p plan, events []event, fe *fence, faults []appliedFault, end int64) 
 		fig := faultFigure{kind: f.Kind, target: f.target}
 		for _, name := range p.Names {
 			for _, g := range gaps[name] {
-				if g[1] > f.start && g[0] < windowEnd {
+				if g[0] >= f.start && g[0] < windowEnd { // the gaps that began in its window
 					fig.gap = max(fig.gap, time.Duration(g[1]-g[0]))
 				}
 				if g[0] <= f.end && g[1] > f.end {

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/fencing"
@@ -32,6 +35,33 @@ type fence struct {
 	guards   map[string]*fencing.Guard
 	accepted map[string][]fencedWrite
 	refused  map[string]int
+	holds    []*hold
+}
+
+// hold makes the fence hold the next write of one process to a name with a
+// prefix for a while before it checks it: a write in flight while its
+// writer pauses, landing late.
+type hold struct {
+	prefix, node string
+	d            time.Duration
+	held         chan struct{} // closed when a write is held
+}
+
+// holdNext arms a hold for the next write of node to a name starting with
+// prefix, for d; the channel is closed once a write is held. cancel disarms
+// it if no write came.
+func (f *fence) holdNext(prefix, node string, d time.Duration) (held <-chan struct{}, cancel func()) {
+	h := &hold{prefix: prefix, node: node, d: d, held: make(chan struct{})}
+	f.mu.Lock()
+	f.holds = append(f.holds, h)
+	f.mu.Unlock()
+	return h.held, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if i := slices.Index(f.holds, h); i >= 0 {
+			f.holds = slices.Delete(f.holds, i, i+1)
+		}
+	}
 }
 
 func startFence(t *testing.T) *fence {
@@ -51,12 +81,24 @@ func (f *fence) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
+	var h *hold
+	for i, x := range f.holds {
+		if x.node == node && strings.HasPrefix(name, x.prefix) {
+			h = x
+			f.holds = slices.Delete(f.holds, i, i+1)
+			break
+		}
+	}
 	g := f.guards[name]
 	if g == nil {
 		g = new(fencing.Guard)
 		f.guards[name] = g
 	}
 	f.mu.Unlock()
+	if h != nil {
+		close(h.held)
+		time.Sleep(h.d)
+	}
 	err := g.Do(backends.Token(token), func() error {
 		f.mu.Lock()
 		f.accepted[name] = append(f.accepted[name], fencedWrite{Name: name, Node: node, Token: token, Seq: seq, Mono: mono()})

@@ -154,6 +154,7 @@ type schedule struct {
 	current []*proc // by node
 	faults  []appliedFault
 	end     int64
+	env     []string // extra environment of the nodes
 }
 
 // appliedFault is a fault as it ran: what it hit and when (CLOCK_MONOTONIC).
@@ -185,6 +186,7 @@ func (s *schedule) startNode(i int) {
 		nodeLeaseEnv+"="+s.lease.String(),
 		nodeFenceEnv+"="+s.fence.srv.URL,
 		nodeLogEnv+"="+p.log)
+	p.cmd.Env = append(p.cmd.Env, s.env...)
 	p.cmd.Stdout, p.cmd.Stderr = errf, errf
 	if err := p.cmd.Start(); err != nil {
 		errf.Close()
@@ -283,6 +285,19 @@ func (s *schedule) apply(f fault) appliedFault {
 		p.signal(syscall.SIGSTOP)
 		time.Sleep(f.For)
 		p.signal(syscall.SIGCONT)
+	case faultStopWrite:
+		// The fence holds the target's next write until after the pause
+		// (it writes every writeStep while it leads), then lands it:
+		// the new holder has written with a higher token by then.
+		held, cancel := s.fence.holdNext(fmt.Sprintf("s%d.", s.plan.Seed), p.id, f.For+s.lease/2)
+		select {
+		case <-held:
+		case <-time.After(s.lease):
+			cancel() // it does not lead: a plain pause
+		}
+		p.signal(syscall.SIGSTOP)
+		time.Sleep(f.For)
+		p.signal(syscall.SIGCONT)
 	case faultKill:
 		p.kill()
 		time.Sleep(f.For)
@@ -311,8 +326,8 @@ func (s *schedule) apply(f fault) appliedFault {
 
 // runSchedule runs plan p with nodes nodes on srv and returns what the
 // checker made of it.
-func runSchedule(t *testing.T, api *toxiproxy.ApiServer, srv server, fe *fence, p plan, nodes int, lease time.Duration) *report {
-	s := &schedule{t: t, plan: p, srv: srv, fence: fe, lease: lease, dir: t.TempDir(), current: make([]*proc, nodes)}
+func runSchedule(t *testing.T, api *toxiproxy.ApiServer, srv server, fe *fence, p plan, nodes int, lease time.Duration, env ...string) *report {
+	s := &schedule{t: t, plan: p, srv: srv, fence: fe, lease: lease, dir: t.TempDir(), current: make([]*proc, nodes), env: env}
 	for i := range nodes {
 		px := toxiproxy.NewProxy(api, fmt.Sprintf("s%d-n%d", p.Seed, i), "127.0.0.1:0", srv.Addr())
 		if err := px.Start(); err != nil {

@@ -26,6 +26,11 @@ const (
 	nodeLeaseEnv = "SIMBA_FAULTS_LEASE" // the lease duration
 	nodeFenceEnv = "SIMBA_FAULTS_FENCE" // the fenced resource's base URL
 	nodeLogEnv   = "SIMBA_FAULTS_LOG"   // the file the node appends its events to
+
+	// nodeMutantEnv set to "overclaim" makes the node log deadlines a
+	// lease later than its terms have: a node that trusts its terms too
+	// long, which the checker must catch (TestCheckerCatchesOverclaim).
+	nodeMutantEnv = "SIMBA_FAULTS_MUTANT"
 )
 
 // The node's step: a fenced write starts only if the term stays valid for
@@ -62,9 +67,10 @@ func mono() int64 {
 // nodeLog appends events to a file, one write(2) per line, so that a line
 // logged before SIGKILL is in the file.
 type nodeLog struct {
-	mu sync.Mutex
-	f  *os.File
-	id string
+	mu    sync.Mutex
+	f     *os.File
+	id    string
+	extra time.Duration // the mutant's overclaim
 }
 
 func (l *nodeLog) log(e event) {
@@ -87,7 +93,7 @@ func (l *nodeLog) checkpoint(ev string, t *runtime.Term, seq int, result string)
 	if r <= 0 {
 		return false
 	}
-	l.log(event{Ev: ev, Name: t.Name(), Token: int64(t.Token()), Mono: now, Until: now + int64(r), Seq: seq, Result: result})
+	l.log(event{Ev: ev, Name: t.Name(), Token: int64(t.Token()), Mono: now, Until: now + int64(r+l.extra), Seq: seq, Result: result})
 	return true
 }
 
@@ -106,6 +112,9 @@ func nodeMain() int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		return 2
+	}
+	if os.Getenv(nodeMutantEnv) == "overclaim" {
+		l.extra = lease
 	}
 	fence := os.Getenv(nodeFenceEnv)
 	hc := &http.Client{Timeout: 2 * writeStep}

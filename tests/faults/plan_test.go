@@ -10,6 +10,7 @@ import (
 // The kinds of fault a plan draws from.
 const (
 	faultStop      = "stop"      // SIGSTOP a node past the lease duration, then SIGCONT
+	faultStopWrite = "stopwrite" // SIGSTOP a node past the lease while the fence holds its write in flight
 	faultKill      = "kill"      // SIGKILL a node, then start it again (a new process)
 	faultCut       = "cut"       // disable the node's proxy: its connections close, new ones are refused
 	faultBlackhole = "blackhole" // the node's proxy drops every byte both ways, connections stay open
@@ -17,7 +18,7 @@ const (
 	faultRestart   = "restart"   // kill the schedule's own server and start it again with its data
 )
 
-var faultKinds = []string{faultStop, faultKill, faultCut, faultBlackhole, faultLatency, faultRestart}
+var faultKinds = []string{faultStop, faultStopWrite, faultKill, faultCut, faultBlackhole, faultLatency, faultRestart}
 
 // fault is one step of a plan.
 type fault struct {
@@ -78,7 +79,7 @@ func newPlan(seed int64, n, nodes int, lease time.Duration) plan {
 			f.Holder = p.Names[rng.IntN(len(p.Names))]
 		}
 		switch f.Kind {
-		case faultStop:
+		case faultStop, faultStopWrite:
 			f.For = between(1.1, 2) // past the lease: the others take over
 		case faultKill:
 			f.For = between(0, 0.5)

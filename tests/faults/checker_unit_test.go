@@ -1,0 +1,58 @@
+package faults
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// The checker on made-up logs: it finds an overlap, tokens out of order, a
+// stale write the fence accepted and a write with no term; and it passes a
+// clean hand-over.
+func TestCheckerFindsViolations(t *testing.T) {
+	p := plan{Seed: 1, Names: []string{"a"}}
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	clean := []event{
+		{Ev: "begin", Node: "n0.0", Name: "a", Token: 1, Mono: ms(0), Until: ms(1000)},
+		{Ev: "valid", Node: "n0.0", Name: "a", Token: 1, Mono: ms(500), Until: ms(1500)},
+		{Ev: "end", Node: "n0.0", Name: "a", Token: 1, Mono: ms(600)},
+		{Ev: "begin", Node: "n1.0", Name: "a", Token: 2, Mono: ms(700), Until: ms(1700)},
+	}
+	fe := &fence{accepted: map[string][]fencedWrite{"a": {{Name: "a", Token: 1, Mono: ms(100)}, {Name: "a", Token: 2, Mono: ms(800)}}}, refused: map[string]int{}}
+	if r := check(p, clean, fe, nil, ms(2000)); len(r.violations) != 0 {
+		t.Fatalf("a clean hand-over: %v", r.violations)
+	}
+	overlap := append(clean[:2:2], event{Ev: "begin", Node: "n1.0", Name: "a", Token: 2, Mono: ms(1200), Until: ms(2000)})
+	if r := check(p, overlap, fe, nil, ms(2000)); r.overlaps != 1 {
+		t.Errorf("an overlap (a term begun while another was valid): %+v", r)
+	}
+	order := append(clean[:3:3], event{Ev: "begin", Node: "n1.0", Name: "a", Token: 1, Mono: ms(700), Until: ms(1700)})
+	if r := check(p, order, fe, nil, ms(2000)); !strings.Contains(strings.Join(r.violations, "\n"), "token order") {
+		t.Errorf("a token not above the previous term's: %v", r.violations)
+	}
+	fe.accepted["a"] = append(fe.accepted["a"], fencedWrite{Name: "a", Token: 1, Mono: ms(900)}, fencedWrite{Name: "a", Token: 7, Mono: ms(950)})
+	r := check(p, clean, fe, nil, ms(2000))
+	if r.stale != 1 || !strings.Contains(strings.Join(r.violations, "\n"), "no term logged") {
+		t.Errorf("a stale write accepted, and a write of no term: %+v", r)
+	}
+}
+
+// The checker on real nodes that log a lease more validity than their terms
+// have: pausing the holder past its lease makes another node take over while
+// the paused one claimed to be valid, and the checker must see the overlap.
+func TestCheckerCatchesOverclaim(t *testing.T) {
+	lease := *flagLease
+	srv := kinds[0].start(t, lease) // Redis
+	prime(t, srv, lease)
+	api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	p := plan{Seed: 7, Names: []string{"mutant.a"}, Faults: []fault{{Kind: faultStop, Holder: "mutant.a", For: 2 * lease, Settle: lease}}}
+	r := runSchedule(t, api, srv, startFence(t), p, 2, lease, nodeMutantEnv+"=overclaim")
+	if r.overlaps == 0 {
+		t.Fatalf("no overlap found with nodes that overclaim their terms by a lease: %+v", r)
+	}
+	t.Logf("found %d overlaps, as it should: %s", r.overlaps, r.violations[0])
+}
