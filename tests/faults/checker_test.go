@@ -98,6 +98,7 @@ type report struct {
 	stale      int
 	faults     []faultFigure
 	races      int      // race reports inside go-zookeeper only
+	raceSample string   // the first of them
 	ourRaces   []string // race reports with a frame of this module
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +46,7 @@ func runBackend(t *testing.T, k backendKind, base int64) {
 		mu      sync.Mutex
 		reports []*report
 		wg      sync.WaitGroup
+		sampled atomic.Bool // a foreign race report was logged
 	)
 	lanes := max(1, min(*flagParallel, *flagSchedules))
 	start := time.Now()
@@ -60,6 +62,9 @@ func runBackend(t *testing.T, k backendKind, base int64) {
 					p := newPlan(seed, *flagFaults, *flagNodes, lease)
 					r := runSchedule(t, api, srv, fe, p, *flagNodes, lease)
 					t.Logf("schedule %v\n  ran: %s", p, r.describe())
+					if r.raceSample != "" && !sampled.Swap(true) {
+						t.Logf("a race report outside this module's code (counted, not failed):\n%s", r.raceSample)
+					}
 					mu.Lock()
 					reports = append(reports, r)
 					mu.Unlock()

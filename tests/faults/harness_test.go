@@ -366,7 +366,7 @@ func runSchedule(t *testing.T, api *toxiproxy.ApiServer, srv server, fe *fence, 
 	if !held {
 		r.violations = append(r.violations, fmt.Sprintf("liveness: a name had no holder %v after the last fault", liveBound))
 	}
-	r.races, r.ourRaces = s.races()
+	r.races, r.raceSample, r.ourRaces = s.races()
 	return r
 }
 
@@ -388,7 +388,7 @@ func (s *schedule) stderrTail() string {
 // races counts the race detector's reports in the nodes' stderr: those
 // whose two conflicting accesses are both outside this module (go-zookeeper's
 // own goroutines), and, as text, the others.
-func (s *schedule) races() (foreign int, ours []string) {
+func (s *schedule) races() (foreign int, sample string, ours []string) {
 	for _, p := range s.procs {
 		out, _ := os.ReadFile(p.errs)
 		for _, rep := range strings.Split(string(out), "==================\n") {
@@ -399,10 +399,13 @@ func (s *schedule) races() (foreign int, ours []string) {
 				ours = append(ours, p.id+": "+rep)
 			} else {
 				foreign++
+				if sample == "" {
+					sample = p.id + ": " + rep
+				}
 			}
 		}
 	}
-	return foreign, ours
+	return foreign, sample, ours
 }
 
 // accessesInModule reports whether a race report's access stacks (not the
