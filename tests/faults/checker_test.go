@@ -99,7 +99,8 @@ type report struct {
 	faults     []faultFigure
 	races      int      // race reports inside go-zookeeper only
 	raceSample string   // the first of them
-	ourRaces   []string // race reports with a frame of this module
+	ourRaces   []string // race reports with an access in this module's code
+	kept       string   // the directory of the nodes' logs, kept for a failure
 }
 
 // check verifies a schedule's events and fenced writes: validity intervals

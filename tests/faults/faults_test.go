@@ -69,8 +69,8 @@ func runBackend(t *testing.T, k backendKind, base int64) {
 					reports = append(reports, r)
 					mu.Unlock()
 					if len(r.violations) > 0 || len(r.ourRaces) > 0 {
-						t.Errorf("schedule %v\n%s\nreplay: cd tests && go test ./faults -run 'TestFaults/%s' -faults.seed=%d -faults.schedules=1 -faults.faults=%d -faults.lease=%v -v",
-							p, strings.Join(append(r.violations, r.ourRaces...), "\n"), k.name, seed, *flagFaults, lease)
+						t.Errorf("schedule %v\n%s\nthe nodes' logs: %s\nreplay: cd tests && go test ./faults -run 'TestFaults/%s' -faults.seed=%d -faults.schedules=1 -faults.faults=%d -faults.lease=%v -v",
+							p, strings.Join(append(r.violations, r.ourRaces...), "\n"), r.kept, k.name, seed, *flagFaults, lease)
 					}
 				}
 			})

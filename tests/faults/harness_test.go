@@ -327,7 +327,11 @@ func (s *schedule) apply(f fault) appliedFault {
 // runSchedule runs plan p with nodes nodes on srv and returns what the
 // checker made of it.
 func runSchedule(t *testing.T, api *toxiproxy.ApiServer, srv server, fe *fence, p plan, nodes int, lease time.Duration, env ...string) *report {
-	s := &schedule{t: t, plan: p, srv: srv, fence: fe, lease: lease, dir: t.TempDir(), current: make([]*proc, nodes), env: env}
+	dir, err := os.MkdirTemp("", fmt.Sprintf("simba-faults-%d-", p.Seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &schedule{t: t, plan: p, srv: srv, fence: fe, lease: lease, dir: dir, current: make([]*proc, nodes), env: env}
 	for i := range nodes {
 		px := toxiproxy.NewProxy(api, fmt.Sprintf("s%d-n%d", p.Seed, i), "127.0.0.1:0", srv.Addr())
 		if err := px.Start(); err != nil {
@@ -367,6 +371,11 @@ func runSchedule(t *testing.T, api *toxiproxy.ApiServer, srv server, fe *fence, 
 		r.violations = append(r.violations, fmt.Sprintf("liveness: a name had no holder %v after the last fault", liveBound))
 	}
 	r.races, r.raceSample, r.ourRaces = s.races()
+	if len(r.violations) > 0 || len(r.ourRaces) > 0 {
+		r.kept = dir // the nodes' logs, for the failure
+	} else {
+		os.RemoveAll(dir)
+	}
 	return r
 }
 
@@ -408,19 +417,32 @@ func (s *schedule) races() (foreign int, sample string, ours []string) {
 	return foreign, sample, ours
 }
 
-// accessesInModule reports whether a race report's access stacks (not the
-// stacks of the goroutines' creation) hold a frame of this module.
+// accessesInModule reports whether either access of a race report happened
+// in this module's code: whether the innermost frame outside the standard
+// library of either access stack is in package github.com/simba-go/simba/….
+// A race between two accesses made by go-zookeeper's code (its own
+// goroutines, or a call of ours into it) is go-zookeeper's.
 func accessesInModule(rep string) bool {
-	inAccess := false
+	inAccess, seen := false, false
 	for line := range strings.SplitSeq(rep, "\n") {
+		line = strings.TrimSpace(line)
 		switch {
 		case strings.HasPrefix(line, "Write at") || strings.HasPrefix(line, "Read at") ||
 			strings.HasPrefix(line, "Previous write at") || strings.HasPrefix(line, "Previous read at"):
-			inAccess = true
+			inAccess, seen = true, false
 		case line == "":
 			inAccess = false
-		case inAccess && strings.Contains(line, "github.com/simba-go/simba"):
-			return true
+		case inAccess && !seen && strings.HasSuffix(line, ")") && !strings.HasPrefix(line, "/"):
+			// A function line; the standard library's have no dot
+			// before their first slash (reflect.Value.SetString()).
+			fn := line
+			if i := strings.IndexByte(fn, '/'); i < 0 || !strings.Contains(fn[:i], ".") {
+				continue
+			}
+			seen = true
+			if strings.HasPrefix(fn, "github.com/simba-go/simba") {
+				return true
+			}
 		}
 	}
 	return false
