@@ -84,6 +84,7 @@ func (z zkServer) URL(addr string) string {
 	return fmt.Sprintf("zk://%s/simba?simba_max_lease=%v&simba_tick_time=%v", addr, z.lease, zkTick)
 }
 func (z zkServer) Restart(testing.TB) { z.s.Stop(); z.s.Start() }
+func (z zkServer) logFile() string    { return filepath.Join(z.s.Dir, "zookeeper.log") }
 
 // prime opens the backend once from the parent, so that the nodes find its
 // schema or root in place, and waits until it grants leases (the amnesia
@@ -373,6 +374,11 @@ func runSchedule(t *testing.T, api *toxiproxy.ApiServer, srv server, fe *fence, 
 	r.races, r.raceSample, r.ourRaces = s.races()
 	if len(r.violations) > 0 || len(r.ourRaces) > 0 {
 		r.kept = dir // the nodes' logs, for the failure
+		if l, ok := srv.(interface{ logFile() string }); ok {
+			if out, err := os.ReadFile(l.logFile()); err == nil {
+				os.WriteFile(filepath.Join(dir, "server.log"), out, 0o644)
+			}
+		}
 	} else {
 		os.RemoveAll(dir)
 	}
