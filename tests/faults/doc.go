@@ -30,9 +30,9 @@
 //
 //   - begin: the term's name and token, when the task starts;
 //   - valid, every 25 ms: a checkpoint of the term's validity, with its
-//     local deadline as read then (Until = the clock read after
-//     Term.Remaining, plus what remained, so never earlier than the
-//     deadline the runtime holds);
+//     local deadline as read then (Until = the clock read just before
+//     Term.Remaining, plus what remained: never later than the deadline the
+//     runtime holds, however long the process pauses between the reads);
 //   - write: the result of a fenced write of (token, seq), made every
 //     100 ms after EnsureValid(100ms) and the checkpoint before it;
 //   - end: when the task's context ends. The task logs it before it

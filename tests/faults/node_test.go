@@ -85,11 +85,14 @@ func (l *nodeLog) log(e event) {
 }
 
 // checkpoint logs that the term is valid now, with its deadline, and
-// returns whether it is. The clock is read after Remaining, so that Mono +
-// Remaining is not earlier than the deadline the runtime holds.
+// returns whether it is. The clock is read before Remaining, so that Mono +
+// Remaining is not later than the deadline the runtime holds: read after,
+// a pause (SIGSTOP, or the thread off its CPU) between the two reads would
+// push the logged deadline later by the pause, and the checker would see
+// an overlap the node never had.
 func (l *nodeLog) checkpoint(ev string, t *runtime.Term, seq int, result string) bool {
-	r := t.Remaining()
 	now := mono()
+	r := t.Remaining()
 	if r <= 0 {
 		return false
 	}
