@@ -37,8 +37,8 @@ func buildTerms(events []event) map[string][]*term {
 	}
 	byKey := map[key]*term{}
 	for _, e := range events {
-		if e.Name == "" || e.Token == 0 {
-			continue
+		if e.Ev == "rt" || e.Name == "" || e.Token == 0 {
+			continue // the runtime's events are for the record only
 		}
 		k := key{e.Node, e.Name, e.Token}
 		t := byKey[k]

@@ -51,7 +51,14 @@ type event struct {
 	Mono   int64  `json:"mono"`             // when the event was recorded
 	Until  int64  `json:"until,omitempty"`  // begin, valid, write: the term's local deadline as read at Mono
 	Seq    int    `json:"seq,omitempty"`    // write: the write's number within the term
-	Result string `json:"result,omitempty"` // write: "accepted", "stale" or "error: …"; end: the reason
+	Result string `json:"result,omitempty"` // write: "accepted", "stale" or "error: …"; end, rt: the reason or error
+
+	// rt: an event of the runtime's observer, for the record of a failure
+	// (sessions opened, renewed and ended, terms elected and revoked,
+	// backend errors).
+	Kind    string `json:"kind,omitempty"`
+	Session string `json:"session,omitempty"`
+	Dur     int64  `json:"dur,omitempty"` // its Duration, in ns
 }
 
 // mono reads CLOCK_MONOTONIC, the clock of the runtime's deadlines (Go's
@@ -132,7 +139,19 @@ func nodeMain() int {
 		b, _, err := backendurl.Open(octx, os.Getenv(nodeURLEnv))
 		cancel()
 		if err == nil {
-			c, err = runtime.NewClient(b, runtime.ConfigFor(lease), runtime.WithIdentity(id))
+			c, err = runtime.NewClient(b, runtime.ConfigFor(lease), runtime.WithIdentity(id),
+				runtime.WithObserver(runtime.ObserverFunc(func(e runtime.Event) {
+					ev := event{Ev: "rt", Kind: e.Kind.String(), Name: e.Name, Session: string(e.Session), Dur: int64(e.Duration)}
+					if e.Kind == runtime.EventElected || e.Kind == runtime.EventRevoked {
+						ev.Token = int64(e.Token)
+					}
+					if e.Err != nil {
+						ev.Result = e.Err.Error()
+					} else if e.Reason != 0 {
+						ev.Result = e.Reason.String()
+					}
+					l.log(ev)
+				})))
 		}
 		if err == nil {
 			break
