@@ -54,9 +54,8 @@ func runBackend(t *testing.T, k backendKind, base int64) {
 		wg.Go(func() {
 			// Each lane has a server of its own, so that a schedule's
 			// restart hits that schedule alone.
-			var srv server
 			ok := t.Run(fmt.Sprintf("lane%d", lane), func(t *testing.T) {
-				srv = k.start(t, lease)
+				srv := k.start(t, lease)
 				prime(t, srv, lease)
 				for seed := range seeds {
 					p := newPlan(seed, *flagFaults, *flagNodes, lease)
@@ -69,8 +68,8 @@ func runBackend(t *testing.T, k backendKind, base int64) {
 					reports = append(reports, r)
 					mu.Unlock()
 					if len(r.violations) > 0 || len(r.ourRaces) > 0 {
-						t.Errorf("schedule %v\n%s\nthe nodes' logs: %s\nreplay: cd tests && go test ./faults -run 'TestFaults/%s' -faults.seed=%d -faults.schedules=1 -faults.faults=%d -faults.lease=%v -v",
-							p, strings.Join(append(r.violations, r.ourRaces...), "\n"), r.kept, k.name, seed, *flagFaults, lease)
+						t.Errorf("schedule %v\n%s\nthe nodes' logs: %s\nreplay: cd tests && go test ./faults -run 'TestFaults/%s' -faults.seed=%d -faults.schedules=1 -faults.faults=%d -faults.nodes=%d -faults.lease=%v -v",
+							p, strings.Join(append(r.violations, r.ourRaces...), "\n"), r.kept, k.name, seed, *flagFaults, *flagNodes, lease)
 					}
 				}
 			})

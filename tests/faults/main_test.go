@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/simba-go/simba/tests/internal/serial"
 )
 
 // The flags of a run; see the package documentation.
@@ -18,10 +20,14 @@ var (
 )
 
 // TestMain runs the node when the test binary was started as one (nodeEnv
-// set), and the tests otherwise.
+// set), and the tests otherwise, one package of the tests module at a time
+// (package serial).
 func TestMain(m *testing.M) {
 	if os.Getenv(nodeEnv) != "" {
 		os.Exit(nodeMain())
 	}
-	os.Exit(m.Run())
+	unlock := serial.Lock() // not beside tests/zookeeper's timed elections
+	code := m.Run()
+	unlock()
+	os.Exit(code)
 }
