@@ -37,7 +37,11 @@
 //     100 ms after EnsureValid(100ms) and the checkpoint before it;
 //   - end: when the task's context ends. The task logs it before it
 //     returns, and a hand-off waits for the task before it releases the
-//     lease (H1), so the end is logged before any other node can acquire.
+//     lease (H1), so the end is logged before any other node can acquire;
+//   - rt: the runtime's observer events (sessions opened, renewed and
+//     ended, elections, revocations, backend errors), for the record only:
+//     a failing schedule keeps every node's log, and the private ZooKeeper
+//     server's, in a directory it names.
 //
 // # The validity interval of a term
 //
@@ -104,6 +108,11 @@
 // fault starts; the others hit a node drawn from the seed. The timing of a
 // run is not reproducible, the plan is: a replay hits the same kinds of
 // fault, with the same lengths, in the same order.
+//
+// The package's tests run while no other package of the tests module that
+// holds the lock of package serial runs: beside them, on 2 cores under
+// -race, tests/zookeeper's timed elections fail. The whole tests module
+// takes about 2.5 minutes there.
 //
 // -faults.schedules (20) sets the schedules per backend; schedule i has
 // seed -faults.seed + i (a seed from the clock if 0, logged). `make soak`
