@@ -57,6 +57,12 @@ func buildTerms(events []event) map[string][]*term {
 	}
 	out := map[string][]*term{}
 	for _, t := range byKey {
+		if t.until == 0 {
+			// Never seen valid by its process (granted, then a pause
+			// past its deadline before its task began): nothing to check,
+			// and its late end would misplace it in the terms' order.
+			continue
+		}
 		out[t.name] = append(out[t.name], t)
 	}
 	for _, ts := range out {

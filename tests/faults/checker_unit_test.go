@@ -86,3 +86,21 @@ Goroutine 82 (finished) created at:
 		t.Errorf("a race with an access in this module's code counted as go-zookeeper's")
 	}
 }
+
+// A term its process never saw valid (its task began after its deadline,
+// and logged only its end) is left out: its late end says nothing about
+// the order of the tokens.
+func TestCheckerSkipsTermsNeverValid(t *testing.T) {
+	p := plan{Seed: 1, Names: []string{"a"}}
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	events := []event{
+		{Ev: "begin", Node: "n0.0", Name: "a", Token: 5, Mono: ms(0), Until: ms(1000)},
+		{Ev: "end", Node: "n0.0", Name: "a", Token: 5, Mono: ms(900)},
+		{Ev: "begin", Node: "n1.0", Name: "a", Token: 6, Mono: ms(1000), Until: ms(2000)},
+		{Ev: "end", Node: "n2.0", Name: "a", Token: 4, Mono: ms(3000)},
+	}
+	fe := &fence{accepted: map[string][]fencedWrite{}, refused: map[string]int{}}
+	if r := check(p, events, fe, nil, ms(3000)); len(r.violations) != 0 || r.terms != 2 {
+		t.Fatalf("%d terms, violations %v; want 2 terms and none", r.terms, r.violations)
+	}
+}
