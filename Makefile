@@ -41,14 +41,29 @@ ZK_FAULTS := Test(Server|Cut|Delayed|Session|Expired|Parent|Shortened)
 SIM_CI ?= 100000
 SIM_SOAK ?= 1000000
 
-soak: services ## long runs: the simulator's million schedules, the ZooKeeper fault and ensemble tests many times over (an hour or so)
+# Multi-process fault schedules per backend (tests/faults): make test runs
+# the package's default (20 per backend, 2 faults each); make soak runs
+# FAULTS_SOAK longer ones, make reliability FAULTS_CI and prints the figures.
+FAULTS_CI ?= 20
+FAULTS_SOAK ?= 300
+FAULTS_SOAK_FAULTS ?= 6
+
+soak: services ## long runs: the simulator's million schedules, the ZooKeeper fault and ensemble tests many times over, 300 fault schedules per backend (an hour or so)
 	$(GO) test -count=1 -timeout 120m ./runtime/internal/sim -run 'TestSim$$' -sim.schedules=$(SIM_SOAK) -v
 	SIMBA_REQUIRE_SERVICES=1 $(GO) test -count=10 -timeout 60m -run '$(ZK_FAULTS)' ./backends/zookeeper/
 	cd tests && SIMBA_REQUIRE_SERVICES=1 $(GO) test -count=10 -timeout 90m ./zookeeper/
+	@echo "== multi-process fault schedules: $(FAULTS_SOAK) per backend, $(FAULTS_SOAK_FAULTS) faults each"
+	@out=$$(mktemp); (cd tests && SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 90m ./faults -run 'TestFaults$$' \
+		-faults.schedules=$(FAULTS_SOAK) -faults.faults=$(FAULTS_SOAK_FAULTS) -v) >$$out 2>&1; rc=$$?; \
+		grep -E -A3 'faults figures|first seed|replay|^(--- |ok|FAIL)' $$out; rm -f $$out; exit $$rc
 
-reliability: ## print the safety figures: simulated schedules, faults by kind, violations within and beyond drift, mutants caught, worst gaps
+reliability: ## print the safety figures: simulated schedules, faults by kind, violations within and beyond drift, mutants caught, worst gaps; multi-process fault schedules per backend
 	@$(GO) test -count=1 -timeout 30m ./runtime/internal/sim -run 'TestSim$$|TestSimBeyondDrift|TestMutantsCaught' -sim.schedules=$(SIM_CI) -v 2>&1 | \
 		grep -E 'sim within drift|sim beyond drift|caught in|mutants caught|^(--- |ok|FAIL)' 
+	@echo "== multi-process fault schedules (tests/faults): $(FAULTS_CI) per backend"
+	@out=$$(mktemp); (cd tests && SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 20m ./faults -run 'TestFaults$$' \
+		-faults.schedules=$(FAULTS_CI) -v) >$$out 2>&1; rc=$$?; \
+		grep -E 'faults figures|first seed|replay|^(--- |ok|FAIL)' $$out; rm -f $$out; exit $$rc
 
 # The examples are built once (the first build on a fresh machine compiles
 # the backends' drivers too, a minute or so), then each runs about 10s.

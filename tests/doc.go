@@ -1,4 +1,6 @@
 // Package tests holds the tests that need dependencies the simba module
 // must not pass on to its users: a TCP proxy (toxiproxy) between the
-// servers of a ZooKeeper ensemble, in tests/zookeeper. `make test` runs them.
+// servers of a ZooKeeper ensemble, in tests/zookeeper, and between node
+// processes and their server in the multi-process fault schedules of
+// tests/faults. `make test` runs them.
 package tests
