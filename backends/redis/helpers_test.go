@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -18,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendtest"
 	"github.com/simba-go/simba/internal/faultnet"
 	"github.com/simba-go/simba/internal/testservers"
 )
@@ -41,27 +40,7 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 // booted less than MaxLease ago the amnesia guard refuses them (§15).
 func waitGuard(t testing.TB, b *Backend) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), b.MaxLease()+5*time.Second)
-	defer cancel()
-	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
-	if err != nil {
-		t.Fatalf("waitGuard: OpenSession: %v", err)
-	}
-	defer s.Close(ctx)
-	for {
-		g, err := s.Acquire(ctx, "probe")
-		if err == nil {
-			s.Release(ctx, "probe", g.Token)
-			return
-		}
-		if !errors.Is(err, backends.ErrLeaseHeld) {
-			t.Fatalf("waitGuard: Acquire: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-		if _, err := s.KeepAlive(ctx); err != nil {
-			t.Fatalf("waitGuard: KeepAlive: %v", err)
-		}
-	}
+	backendtest.WaitGranting(t, b, b.MaxLease()+5*time.Second, time.Minute)
 }
 
 // clientOptions are the go-redis options of the tests' clients: deadlines

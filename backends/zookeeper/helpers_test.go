@@ -1,7 +1,6 @@
 package simbazk
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendtest"
 	"github.com/simba-go/simba/internal/testservers"
 )
 
@@ -76,27 +76,7 @@ func sameRoot(t testing.TB, b *Backend, servers []string, opts ...Option) *Backe
 // waitGuard waits until b grants leases.
 func waitGuard(t testing.TB, b *Backend) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), b.MaxLease()+20*time.Second)
-	defer cancel()
-	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: 10 * time.Second})
-	if err != nil {
-		t.Fatalf("waitGuard: OpenSession: %v", err)
-	}
-	defer s.Close(ctx)
-	for {
-		g, err := s.Acquire(ctx, "probe")
-		if err == nil {
-			s.Release(ctx, "probe", g.Token)
-			return
-		}
-		if !errors.Is(err, backends.ErrRecovering) {
-			t.Fatalf("waitGuard: Acquire: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-		if _, err := s.KeepAlive(ctx); err != nil {
-			t.Fatalf("waitGuard: KeepAlive: %v", err)
-		}
-	}
+	backendtest.WaitGranting(t, b, b.MaxLease()+20*time.Second, 10*time.Second)
 }
 
 // directConn connects to servers with go-zookeeper directly, for checks and

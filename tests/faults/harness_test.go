@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,7 +16,7 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 
-	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendtest"
 	"github.com/simba-go/simba/backends/backendurl"
 	"github.com/simba-go/simba/internal/testservers"
 )
@@ -98,25 +97,7 @@ func prime(t *testing.T, srv server, lease time.Duration) {
 		t.Fatalf("opening the backend: %v", err)
 	}
 	defer closer.Close()
-	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: lease})
-	if err != nil {
-		t.Fatalf("opening a session: %v", err)
-	}
-	defer s.Close(ctx)
-	for {
-		g, err := s.Acquire(ctx, "probe")
-		if err == nil {
-			s.Release(ctx, "probe", g.Token)
-			return
-		}
-		if !errors.Is(err, backends.ErrRecovering) {
-			t.Fatalf("priming the backend: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-		if _, err := s.KeepAlive(ctx); err != nil {
-			t.Fatalf("priming the backend: %v", err)
-		}
-	}
+	backendtest.WaitGranting(t, b, 60*time.Second, lease)
 }
 
 // liveBound is the generous bound on fail-over after the last fault of a

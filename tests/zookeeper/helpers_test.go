@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendtest"
 	simbazk "github.com/simba-go/simba/backends/zookeeper"
 	"github.com/simba-go/simba/internal/testservers"
 	"github.com/simba-go/simba/runtime"
@@ -129,27 +129,7 @@ func newBackend(t *testing.T, servers []string, root string) *simbazk.Backend {
 // waitGuard waits until the root grants leases (a new root's amnesia guard).
 func waitGuard(t *testing.T, b *simbazk.Backend) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: 10 * time.Second})
-	if err != nil {
-		t.Fatalf("waitGuard: %v", err)
-	}
-	defer s.Close(ctx)
-	for {
-		g, err := s.Acquire(ctx, "probe")
-		if err == nil {
-			s.Release(ctx, "probe", g.Token)
-			return
-		}
-		if !errors.Is(err, backends.ErrRecovering) {
-			t.Fatalf("waitGuard: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-		if _, err := s.KeepAlive(ctx); err != nil {
-			t.Fatalf("waitGuard: %v", err)
-		}
-	}
+	backendtest.WaitGranting(t, b, 30*time.Second, 10*time.Second)
 }
 
 // node is a runtime client contending for one lease.
