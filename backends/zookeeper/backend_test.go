@@ -3,6 +3,7 @@ package simbazk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,78 @@ func TestNewErrors(t *testing.T) {
 		_, err := New(tt.servers, tt.opts...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("New(%v, …) = %v; want an error containing %q", tt.servers, err, tt.want)
+		}
+	}
+}
+
+// B2, S3: the backend closes a session when its last renewal's remaining
+// time has run out, and a renewal cannot undo that, however it races the
+// timer that closes it. A keep-alive sent once the deadline has passed (its
+// timer not yet run) is never sent and reports the session expired; a
+// renewal answered after the backend decided to close the session reports
+// it too, so no caller is told of time the backend is taking away; in both
+// cases the session's leases are free at once for another session.
+func TestRenewalRacingB2Deadline(t *testing.T) {
+	t.Parallel()
+	servers := sharedZK(t)
+	b := newBackend(t, servers)
+	waitGuard(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	open := func() *session {
+		t.Helper()
+		s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close(context.Background()) })
+		return zkSession(t, s)
+	}
+	other := open()
+	for i, tt := range []struct {
+		name  string
+		renew func(s *session) error
+	}{
+		{"keep-alive sent after the deadline", func(s *session) error {
+			_, err := s.KeepAlive(ctx)
+			return err
+		}},
+		{"renewal answered after the backend decided", func(s *session) error {
+			s.b2Expired()
+			now := time.Now()
+			return s.renewed("keep-alive", now.Add(-time.Second), now.Add(2*time.Second))
+		}},
+	} {
+		if _, err := other.KeepAlive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := open()
+		name := fmt.Sprintf("lease-%d", i)
+		if _, err := s.Acquire(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		// The deadline has passed and the timer has not run.
+		s.mu.Lock()
+		s.b2.Stop()
+		s.b2At = time.Now().Add(-time.Millisecond)
+		s.mu.Unlock()
+		if err := tt.renew(s); !errors.Is(err, backends.ErrSessionExpired) {
+			t.Errorf("%s: renewal = %v; want ErrSessionExpired (B2)", tt.name, err)
+		}
+		if _, err := s.KeepAlive(ctx); !errors.Is(err, backends.ErrSessionExpired) {
+			t.Errorf("%s: a later KeepAlive = %v; want ErrSessionExpired (S3)", tt.name, err)
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			_, err := other.Acquire(ctx, name)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, backends.ErrLeaseHeld) || time.Now().After(deadline) {
+				t.Errorf("%s: Acquire by another session = %v; want the lease freed by the closed session", tt.name, err)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 }

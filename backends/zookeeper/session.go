@@ -43,6 +43,8 @@ type session struct {
 	leaveRev  int64          // zxid of the session's last leave
 	groupsRev int64          // Digest.Groups as last reported
 	b2        *time.Timer    // B2: closes the session when renewals stop
+	b2At      time.Time      // B2: when it closes, unless a renewal moves it
+	b2Lapsed  bool           // B2: the session is closing; no renewal counts
 	storeAt   time.Time      // local time when storeTime was read (sent)
 	storeTime time.Time      // the store's clock at the last renewal
 	releasing map[string]int // own deletes of lease nodes not yet seen as events
@@ -196,7 +198,7 @@ func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions)
 	s.mu.Lock()
 	s.storeAt, s.storeTime = start, time.UnixMilli(st.Mtime)
 	s.mu.Unlock()
-	if err := s.renewed("open session", start.Add(rem)); err != nil {
+	if err := s.renewed("open session", start, start.Add(rem)); err != nil {
 		return fail(err)
 	}
 	return s, backends.Renewal{Remaining: rem, StoreTime: time.UnixMilli(st.Mtime).UTC(), Digest: s.digest(st, 0)}, nil
@@ -285,27 +287,65 @@ func (s *session) deadErr(op, name string) error {
 	return fmt.Errorf("%s: session %s: %w", opName(op, name), s.id, s.endErr)
 }
 
-// renewed records that the session is alive until deadline (B2): unless a
-// later renewal succeeds by then, the session closes itself at deadline,
-// so that go-zookeeper's own pings cannot keep it alive past what the
-// engine was told.
-func (s *session) renewed(op string, deadline time.Time) error {
+// renewed records that a renewal sent at sent succeeded and keeps the
+// session alive until deadline (B2): unless a later renewal succeeds by then,
+// the session closes itself at deadline, so that go-zookeeper's own pings
+// cannot keep it alive past what the engine was told. A renewal sent when the
+// last deadline had passed, or answered after the backend decided to close
+// the session, does not count: the session ends and renewed reports it, so
+// that no caller is told of time the backend is taking away.
+func (s *session) renewed(op string, sent, deadline time.Time) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.isDead() {
+	if s.lapsedLocked(sent) || s.isDead() {
+		s.b2Lapsed = true
+		s.mu.Unlock()
+		s.end(errB2)
 		return s.deadErr(op, "")
 	}
-	d := time.Until(deadline)
+	if deadline.After(s.b2At) {
+		s.b2At = deadline
+	}
+	d := time.Until(s.b2At)
 	if s.b2 == nil {
-		s.b2 = time.AfterFunc(d, func() {
-			s.end(fmt.Errorf("no keep-alive succeeded within the remaining time of the last one (B2), so the backend closed it: %w",
-				backends.ErrSessionExpired))
-		})
+		s.b2 = time.AfterFunc(d, s.b2Expired)
 	} else {
 		s.b2.Reset(d)
 	}
+	s.mu.Unlock()
 	return nil
 }
+
+// lapsed reports whether B2 has closed, or is to close, the session at t.
+func (s *session) lapsed(t time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lapsedLocked(t)
+}
+
+// lapsedLocked is lapsed, with s.mu held.
+func (s *session) lapsedLocked(t time.Time) bool {
+	return s.b2Lapsed || (!s.b2At.IsZero() && !t.Before(s.b2At))
+}
+
+// b2Expired runs when B2's timer fires: it closes the session unless a
+// renewal moved the deadline meanwhile. The decision is taken under the
+// session's lock, so a renewal answered at the same moment either moved the
+// deadline first or finds the session closing (renewed).
+func (s *session) b2Expired() {
+	s.mu.Lock()
+	if d := time.Until(s.b2At); d > 0 && !s.b2Lapsed {
+		s.b2.Reset(d)
+		s.mu.Unlock()
+		return
+	}
+	s.b2Lapsed = true
+	s.mu.Unlock()
+	s.end(errB2)
+}
+
+// errB2 is why a session that the backend closed under B2 ended.
+var errB2 = fmt.Errorf("no keep-alive succeeded within the remaining time of the last one (B2), so the backend closed it: %w",
+	backends.ErrSessionExpired)
 
 // do runs fn on the session's connection, on a goroutine of its own, and
 // waits for it until ctx ends or the session ends. It returns fn's error
@@ -424,6 +464,12 @@ func (s *session) digest(st *zk.Stat, groups int64) backends.Digest {
 // less a tick and go-zookeeper's ping interval, a third of the timeout.
 func (s *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 	t0 := time.Now()
+	if s.lapsed(t0) {
+		// B2's deadline has passed and its timer has not run yet: the
+		// session is closed now, and this write is never sent.
+		s.b2Expired()
+		return backends.Renewal{}, s.deadErr("keep-alive", "")
+	}
 	var st *zk.Stat
 	groups := s.joinedGroups()
 	pz := make([]int64, len(groups))
@@ -441,7 +487,7 @@ func (s *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 		return backends.Renewal{}, s.fail(ctx, "keep-alive", "", err)
 	}
 	rem := s.remaining(t0)
-	if err := s.renewed("keep-alive", t0.Add(rem)); err != nil {
+	if err := s.renewed("keep-alive", t0, t0.Add(rem)); err != nil {
 		return backends.Renewal{}, err
 	}
 	s.mu.Lock()
