@@ -159,3 +159,71 @@ func TestRenewalRacingB2Deadline(t *testing.T) {
 		}
 	}
 }
+
+// S1, B2: a session renewed more often than half its timeout writes one
+// request per renewal and no ping (go-zookeeper's own, every third of the
+// timeout, are dropped); a session left idle is pinged by the wire once half
+// its timeout passed without a write, which keeps go-zookeeper's read
+// deadline (two thirds of the timeout) fed: the connection is not dropped
+// and dialled again.
+func TestPingsOnlyWhenIdle(t *testing.T) {
+	t.Parallel()
+	servers := sharedZK(t)
+	var c counter
+	b := newBackend(t, servers, WithDialer(c.dial), WithMaxLease(10*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bs, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: 9 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close(ctx)
+	s := zkSession(t, bs)
+	timeout := s.w.negotiated()
+	if timeout < 6*time.Second {
+		t.Skipf("negotiated session timeout %v; this test needs at least 6 s (the server's maxSessionTimeout)", timeout)
+	}
+	cur := func() *wireConn {
+		s.w.mu.Lock()
+		defer s.w.mu.Unlock()
+		return s.w.cur
+	}
+	conn := cur()
+
+	// Busy: a renewal every eighth of the timeout, for two thirds of it
+	// (go-zookeeper pings twice meanwhile).
+	r0, p0 := c.snapshot()
+	renewals := 0
+	for end := time.Now().Add(timeout * 2 / 3); time.Now().Before(end); renewals++ {
+		if _, err := s.KeepAlive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(timeout / 8)
+	}
+	r1, p1 := c.snapshot()
+	if p1 != p0 || r1-r0 != int64(renewals) {
+		t.Errorf("%d renewals wrote %d requests and %d pings; want one request per renewal and no ping", renewals, r1-r0, p1-p0)
+	}
+
+	// Idle for longer than go-zookeeper's read deadline, within B2's.
+	idle := timeout * 7 / 10
+	r, err := s.KeepAlive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Remaining <= idle+500*time.Millisecond {
+		t.Fatalf("Remaining %v; the idle span %v must fit in it", r.Remaining, idle)
+	}
+	_, p2 := c.snapshot()
+	time.Sleep(idle)
+	_, p3 := c.snapshot()
+	if p3-p2 < 1 {
+		t.Errorf("idle for %v: %d pings; want the wire to ping after %v", idle, p3-p2, idlePing(timeout))
+	}
+	if cur() != conn {
+		t.Errorf("idle for %v: the session dialled a new connection; want the wire's pings to keep the first one", idle)
+	}
+	if _, err := s.KeepAlive(ctx); err != nil {
+		t.Errorf("KeepAlive after the idle span: %v", err)
+	}
+}

@@ -97,9 +97,8 @@
 //
 // # Remaining time (B1) and renewals (B2)
 //
-// ZooKeeper does not say how long a session has left, and go-zookeeper
-// pings the server by itself every third of the session timeout. The
-// backend therefore bounds the remaining time itself: the negotiated session
+// ZooKeeper does not say how long a session has left, and any packet from
+// the client renews the session on the server. The backend therefore bounds the remaining time itself: the negotiated session
 // timeout (read from the connect reply, which go-zookeeper keeps private),
 // counted from the latest touch of the session the ensemble's leader has
 // surely seen. A follower reports its sessions' touches to the leader only
@@ -108,8 +107,9 @@
 // (the same connection carried them), so that touch is the latest request or
 // ping written on the connection at least one tick before the renewal was
 // sent — or the connection's handshake, which the leader handles itself.
-// The renewal's Remaining is thus the timeout less one tick to one tick and
-// a third of the timeout. Tell the backend the servers' tickTime with
+// The renewal's Remaining is thus the timeout less one tick, or less the
+// time since the previous write if that is longer: with a renewal every
+// RenewInterval and nothing else, the timeout less the interval. Tell the backend the servers' tickTime with
 // [WithTickTime] (default 2 s, never more than half the timeout); too large
 // is safe. On the tests' ensemble (tick 500 ms, timeout 3 s), a client
 // stuck with a follower cut off from the quorum lost its term 0.5–0.9 s
@@ -124,8 +124,17 @@
 //
 // A session is renewed only by KeepAlive (B2): when no keep-alive has
 // succeeded for the remaining time of the last one, counted from when it was
-// sent, the backend closes the session itself, whatever go-zookeeper's pings
-// did meanwhile, and the session never comes back.
+// sent, the backend closes the session itself, whatever pings did
+// meanwhile, and the session never comes back; a keep-alive that would go
+// after that moment is not sent, and one answered after the backend decided
+// to close the session fails with it.
+//
+// go-zookeeper pings the server every third of the session timeout,
+// whatever else it wrote. The backend drops those pings and pings a
+// connection only once half the timeout passed without a write, as
+// ZooKeeper's Java client does: a session renewed more often than that
+// sends one request per renewal and nothing else, and go-zookeeper's read
+// deadline (two thirds of the timeout after the last reply) stays fed.
 //
 // # Expiry and S3
 //

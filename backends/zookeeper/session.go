@@ -460,8 +460,9 @@ func (s *session) digest(st *zk.Stat, groups int64) backends.Digest {
 //
 // Remaining follows B1: the negotiated session timeout from the latest
 // touch of the session that the leader has surely seen (see remaining),
-// counted from the call: between the timeout less a tick and the timeout
-// less a tick and go-zookeeper's ping interval, a third of the timeout.
+// counted from the call: the timeout less a tick, or less the time since the
+// connection's previous write if that is longer (at most half the timeout
+// on an idle connection, which the wire pings).
 func (s *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 	t0 := time.Now()
 	if s.lapsed(t0) {

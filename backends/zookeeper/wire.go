@@ -30,7 +30,12 @@ type Dialer func(network, address string, timeout time.Duration) (net.Conn, erro
 //     sent, so that no call of the old session can run in a new one (S3);
 //   - it records when each request or ping was written on the current
 //     connection, so that a keep-alive can tell which earlier touch of the
-//     session the ensemble's leader has surely seen (B1).
+//     session the ensemble's leader has surely seen (B1);
+//   - it pings only a connection that is idle (see idlePing), as
+//     ZooKeeper's Java client does, and drops go-zookeeper's pings, which
+//     go every third of the timeout whatever else was written: a session
+//     renewed more often than half its timeout sends one request per
+//     renewal and nothing else.
 type wire struct {
 	dial    Dialer
 	servers []string
@@ -235,8 +240,26 @@ type wireConn struct {
 	sentReq   bool   // the connect request has been written
 	reply     []byte // the connect reply so far
 	writes    []time.Time
-	pruned    time.Time // the latest write dropped from writes
+	pruned    time.Time   // the latest write dropped from writes
+	idle      *time.Timer // pings the server once the connection is idle; nil until armed
+	idleAfter time.Duration
+	closed    bool
+
+	wmu sync.Mutex // held while a packet is written, so the wire's pings go between packets
 }
+
+// A ping packet: length 8, xid -2, opcode 11. Its reply (xid -2) feeds
+// go-zookeeper's read deadline and is otherwise ignored by it.
+var pingPacket = []byte{0, 0, 0, 8, 0xFF, 0xFF, 0xFF, 0xFE, 0, 0, 0, 11}
+
+// idlePing returns after how long without a write the wire pings the server
+// of a session whose negotiated timeout is timeout: half the timeout.
+// go-zookeeper's read deadline is two thirds of the timeout after the last
+// packet read, and the reply to the last write came after the write, so a
+// ping's reply comes in time while a round trip takes less than a sixth of
+// the timeout; the server, which expires the session a timeout after the
+// last packet it read, is touched at least every half timeout.
+func idlePing(timeout time.Duration) time.Duration { return timeout / 2 }
 
 // keepWrites bounds how far back the write times go: keep-alives ask about
 // a tick before they were sent, and ticks are at most a few seconds.
@@ -253,27 +276,100 @@ func (c *wireConn) Write(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+	if !first && bytes.Equal(p, pingPacket) && c.pingsItself() {
+		return len(p), nil // go-zookeeper's ping: the wire pings when idle instead
+	}
+	c.wmu.Lock()
 	now := time.Now()
 	n, err := c.Conn.Write(p)
+	c.wmu.Unlock()
 	if !first && n == len(p) {
 		c.w.written(p)
 	}
 	if !first && n > 0 {
-		c.mu.Lock()
-		c.writes = append(c.writes, now)
-		if old := now.Add(-keepWrites); c.writes[0].Before(old) {
-			i := 0
-			for i < len(c.writes)-1 && c.writes[i].Before(old) {
-				i++
-			}
-			if i > 0 {
-				c.pruned = c.writes[i-1]
-				c.writes = append(c.writes[:0], c.writes[i:]...)
-			}
-		}
-		c.mu.Unlock()
+		c.wrote(now)
 	}
 	return n, err
+}
+
+// pingsItself reports whether the wire pings this connection itself, arming
+// its idle timer once the handshake has told the session timeout.
+func (c *wireConn) pingsItself() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.idle != nil {
+		return true
+	}
+	if !c.handshake || c.closed {
+		return false
+	}
+	timeout := c.w.negotiated()
+	if timeout <= 0 {
+		return false
+	}
+	c.idleAfter = idlePing(timeout)
+	c.idle = time.AfterFunc(c.idleAfter, c.ping)
+	return true
+}
+
+// ping writes a ping if nothing was written for idleAfter, and arms the
+// timer again for the next idle span.
+func (c *wireConn) ping() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	last := c.pruned
+	if len(c.writes) > 0 {
+		last = c.writes[len(c.writes)-1]
+	}
+	wait := time.Until(last.Add(c.idleAfter))
+	c.mu.Unlock()
+	if wait <= 0 {
+		c.wmu.Lock()
+		now := time.Now()
+		_, err := c.Conn.Write(pingPacket)
+		c.wmu.Unlock()
+		if err != nil {
+			return // go-zookeeper finds the broken connection by itself
+		}
+		c.wrote(now)
+		wait = c.idleAfter
+	}
+	c.mu.Lock()
+	if !c.closed {
+		c.idle.Reset(wait)
+	}
+	c.mu.Unlock()
+}
+
+// wrote records a write at now.
+func (c *wireConn) wrote(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes = append(c.writes, now)
+	if old := now.Add(-keepWrites); c.writes[0].Before(old) {
+		i := 0
+		for i < len(c.writes)-1 && c.writes[i].Before(old) {
+			i++
+		}
+		if i > 0 {
+			c.pruned = c.writes[i-1]
+			c.writes = append(c.writes[:0], c.writes[i:]...)
+		}
+	}
+}
+
+// Close stops the wire's pings, then closes the connection.
+func (c *wireConn) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	c.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // connectRequest checks the connect request p, the first write of a
