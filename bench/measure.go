@@ -84,6 +84,10 @@ const (
 	// that its hand-off is not always measured at the same phase.
 	releaseJitter = 100 * time.Millisecond
 
+	// idleRawEvery: a raw pair after idling is timed before every
+	// idleRawEvery-th hand-off.
+	idleRawEvery = 4
+
 	// handOffWithin bounds one hand-off.
 	handOffWithin = 10 * time.Second
 
@@ -101,6 +105,11 @@ type Row struct {
 	Skipped string // why the row did not run at all, or ""
 
 	HandOff []time.Duration // release call → waiter's acquire returned
+	// IdleRaw is the store's raw pair (see Raw) timed after the same idle
+	// span as a hand-off's release: the floor of two writes on a machine
+	// whose round trips slow down after idling (a hand-off is a release and
+	// an acquire, each at least one write).
+	IdleRaw []time.Duration
 
 	FailOver []float64 // holder's last renewal → waiter's acquire returned, ÷ Lease
 
@@ -373,7 +382,23 @@ func handOff(ctx context.Context, t Target, r *Row, o Options) error {
 	}
 	holder := 0
 	defer func() { release(held) }()
+	raw, closeRaw, err := t.Raw(ctx)
+	if err != nil {
+		return fmt.Errorf("raw: %w", err)
+	}
+	defer closeRaw()
 	for i := range o.HandOffs {
+		if i%idleRawEvery == 0 {
+			time.Sleep(settle + rand.N(releaseJitter))
+			t0 := time.Now()
+			rctx, cancel := context.WithTimeout(ctx, callWithin)
+			err := raw(rctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("raw pair after idling: %w", err)
+			}
+			r.IdleRaw = append(r.IdleRaw, time.Since(t0))
+		}
 		waiter := 1 - holder
 		ch := wait(ctx, nodes[waiter], name, handOffWithin)
 		time.Sleep(settle + rand.N(releaseJitter))

@@ -25,9 +25,9 @@ func Markdown(w io.Writer, rows []Row, o Options) {
 	for i, n := range o.Sizes {
 		sizes[i] = groupDigits(n)
 	}
-	fmt.Fprintf(w, "| implementation | store | hand-off p50 | hand-off p99 | crash fail-over ÷ lease, median (max) | requests per renewal, %s leases | acquire+release p50 (rounds) | acquire+release p99 | raw pair p50 | ÷ raw | ÷ redislock | Redis CPU per pair (÷ redislock) |\n",
+	fmt.Fprintf(w, "| implementation | store | hand-off p50 | hand-off p99 | raw pair after the same idle, p50 | crash fail-over ÷ lease, median (max) | requests per renewal, %s leases | acquire+release p50 (rounds) | acquire+release p99 | raw pair p50 | ÷ raw | ÷ redislock | Redis CPU per pair (÷ redislock) |\n",
 		strings.Join(sizes, " / "))
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var ref *Row
 	for i := range rows {
 		if rows[i].Impl.Name == "redislock" && len(rows[i].AcqRel) > 0 {
@@ -37,11 +37,11 @@ func Markdown(w io.Writer, rows []Row, o Options) {
 	for i := range rows {
 		r := &rows[i]
 		if r.Skipped != "" {
-			fmt.Fprintf(w, "| %s | %s | not run: %s |||||||||\n", r.Impl.Name, r.Impl.Store, oneLine(r.Skipped))
+			fmt.Fprintf(w, "| %s | %s | not run: %s ||||||||||\n", r.Impl.Name, r.Impl.Store, oneLine(r.Skipped))
 			continue
 		}
 		c := []string{r.Impl.Name, r.Impl.Store}
-		c = append(c, dur(quantile(r.HandOff, 0.5)), dur(quantile(r.HandOff, 0.99)))
+		c = append(c, dur(quantile(r.HandOff, 0.5)), dur(quantile(r.HandOff, 0.99)), dur(quantile(r.IdleRaw, 0.5)))
 		if len(r.FailOver) > 0 {
 			c = append(c, fmt.Sprintf("%.2f (%.2f)", median(r.FailOver), slices.Max(r.FailOver)))
 		} else {

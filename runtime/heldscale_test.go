@@ -1,0 +1,75 @@
+package runtime_test
+
+import (
+	"context"
+	"os"
+	goruntime "runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/backends/memory"
+	"github.com/simba-go/simba/runtime"
+)
+
+// BenchmarkHeldLeases measures what one client leading many elections costs
+// on the memory store: the heap per held lease (client and store together,
+// after a GC, against the heap before the client started), how long it
+// takes until every lease is held, and how long Close takes to hand them
+// all over. The number of leases is SIMBA_BENCH_LEASES (default 100,000):
+//
+//	SIMBA_BENCH_LEASES=1000000 go test -run='^$' -bench=HeldLeases -benchtime=1x ./runtime/
+func BenchmarkHeldLeases(b *testing.B) {
+	n := 100_000
+	if v := os.Getenv("SIMBA_BENCH_LEASES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("SIMBA_BENCH_LEASES=%q; want a positive integer", v)
+		}
+	}
+	heap := func() uint64 {
+		goruntime.GC()
+		var m goruntime.MemStats
+		goruntime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for range b.N {
+		b.StopTimer()
+		before := heap()
+		t0 := time.Now()
+		c, err := runtime.NewClient(memory.New(), runtime.DefaultConfig())
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			if _, err := c.StartElection("lease-"+strconv.Itoa(i), nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for {
+			held := 0
+			for _, l := range c.Snapshot().Leases {
+				if l.Role == runtime.RoleLeader {
+					held++
+				}
+			}
+			if held == n {
+				break
+			}
+			time.Sleep(time.Second) // a snapshot of every lease is not cheap
+		}
+		acquired := time.Since(t0)
+		perLease := float64(heap()-before) / float64(n)
+		b.StartTimer()
+		t1 := time.Now()
+		if err := c.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		closed := time.Since(t1)
+		b.StopTimer()
+		b.ReportMetric(perLease, "B/lease")
+		b.ReportMetric(acquired.Seconds(), "s-to-hold-all")
+		b.ReportMetric(closed.Seconds(), "s-to-close")
+		b.Logf("%d leases: %.0f B per lease, all held after %v, closed in %v", n, perLease, acquired.Round(time.Millisecond), closed.Round(time.Millisecond))
+	}
+}
