@@ -17,6 +17,20 @@ import (
 // (D2) — then waiting on the call is waiting for what the caller waits for.
 // Either way the call's deadline is counted from when the core sent it.
 
+// Lease calls — acquires, releases and value writes, one per lease — run on
+// at most maxLeaseCalls goroutines at once; the others wait in order, and a
+// goroutine that finishes one takes the next. Session calls (open,
+// keep-alive, owned, close, groups, store clock) never wait behind them: a
+// client that starts a million elections at once must still renew its
+// session in time (one goroutine per call had a million goroutines, and the
+// keep-alive, queue behind a million acquires for the store).
+const maxLeaseCalls = 128
+
+// leaseCall reports whether requests of kind k are lease calls.
+func leaseCall(k engine.ReqKind) bool {
+	return k == engine.ReqAcquire || k == engine.ReqRelease || k == engine.ReqPutValue
+}
+
 // pendingCall is a backend request the core sent, with what performing it
 // needs.
 type pendingCall struct {
@@ -44,15 +58,66 @@ func (c *Client) send(req engine.Request, s backends.Session) {
 		in.calls = append(in.calls, p)
 		return
 	}
+	if leaseCall(req.Kind) {
+		if c.leaseCalls >= maxLeaseCalls {
+			c.queued = append(c.queued, p)
+			return
+		}
+		c.leaseCalls++
+	}
 	go c.call(p)
 }
 
 // call performs one backend request on a goroutine of its own and hands
-// the reply to the core.
+// the reply to the core; a lease call's goroutine then performs the lease
+// calls queued meanwhile, one after the other. Each call's deadline runs
+// from when the core sent it, queued or not (D2).
 func (c *Client) call(p pendingCall) {
-	defer c.wg.Done()
-	res, opened := c.invoke(p)
-	c.apply(func(now mono) { c.replied(now, p.req, res, opened) })
+	skip := false
+	for {
+		var res engine.Result
+		var opened backends.Session
+		if skip {
+			res.Err = errNotSent
+		} else {
+			res, opened = c.invoke(p)
+		}
+		var next pendingCall
+		more := false
+		c.apply(func(now mono) {
+			c.replied(now, p.req, res, opened)
+			if leaseCall(p.req.Kind) {
+				next, more = c.nextQueued()
+				skip = c.shutdown // the core has closed: it wants no more calls
+			}
+		})
+		c.wg.Done()
+		if !more {
+			return
+		}
+		p = next
+	}
+}
+
+// errNotSent is the reply to a queued lease call that was never made,
+// because the client closed first.
+var errNotSent = fmt.Errorf("simba: the call was not made: %w", ErrClosed)
+
+// nextQueued takes the oldest queued lease call for a goroutine that has
+// finished one, or gives the goroutine's place up if none waits. The caller
+// holds c.mu.
+func (c *Client) nextQueued() (pendingCall, bool) {
+	if len(c.queued) == 0 {
+		c.leaseCalls--
+		return pendingCall{}, false
+	}
+	p := c.queued[0]
+	c.queued[0] = pendingCall{}
+	c.queued = c.queued[1:]
+	if len(c.queued) == 0 {
+		c.queued = nil // let the array go
+	}
+	return p, true
 }
 
 // applySync is apply for an API caller that waits for the lease name with

@@ -30,6 +30,8 @@ type registry struct {
 	sentAt     mono              // the time of the input being applied: when its requests are sent
 	inl        inline            // the API caller being applied, if it makes its own calls
 	freeWaits  []chan waitResult // waiters' channels received from, for reuse
+	leaseCalls int               // lease calls on goroutines of their own (see maxLeaseCalls)
+	queued     []pendingCall     // lease calls waiting for one of those goroutines, oldest first
 }
 
 // started is the driver's half of an election, lock or schedule: what the

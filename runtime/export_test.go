@@ -31,3 +31,6 @@ func (c *Client) HoldEngine() (release func()) {
 	c.mu.Lock()
 	return c.mu.Unlock
 }
+
+// MaxLeaseCalls is how many lease calls run at once (maxLeaseCalls).
+const MaxLeaseCalls = maxLeaseCalls
