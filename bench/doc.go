@@ -32,7 +32,10 @@
 //     100 ms loop — plus a random 0–100 ms so that the release falls
 //     at any phase of a polling waiter's retry period); from the holder's
 //     release call to the waiter's acquire returning. Median and p99 over
-//     Options.HandOffs; the nodes swap roles after each.
+//     Options.HandOffs; the nodes swap roles after each. Beside it, the
+//     store's raw pair (see acquire+release) timed after the same idle span,
+//     before every fourth hand-off: round trips slow down after idling, and
+//     a hand-off is at least two writes, so that is its floor.
 //   - Crash fail-over: a new holder renews for one to two renewal periods,
 //     a waiter blocks, and the holder is blackholed — connections open and
 //     silent, nothing released, no more renewals, as a crashed process or a
