@@ -19,6 +19,38 @@ type closeOp struct {
 	sessionSent bool               // the session's close request is in flight
 	gen         uint64             // its generation
 	id          backends.SessionID // and id
+
+	// The contenders of the kind being stopped that are still to be
+	// stopped, in order. They are stopped while fewer than closeBatch
+	// requests are in flight, as many as fill that room, so that no input
+	// stops a million at once (its effects held in memory together, the
+	// driver's lock held meanwhile, the session's renewal waiting behind
+	// it) and releases do not pile up past their deadlines. While some wait
+	// and there is room, the core asks to be woken at once (nextWake).
+	queue []*contender
+
+	dropped int // errors beyond maxCloseErrors, counted only
+}
+
+// closeBatch bounds the requests in flight while a Close stops its
+// contenders, and so the contenders one input stops.
+const closeBatch = 256
+
+// maxCloseErrors bounds the failures a Close reports one by one.
+const maxCloseErrors = 8
+
+// fail records a failure of the hand-over.
+func (op *closeOp) fail(err error) {
+	if len(op.errs) < maxCloseErrors {
+		op.errs = append(op.errs, err)
+	} else {
+		op.dropped++
+	}
+}
+
+// stopMore reports whether a Close has contenders to stop and room for them.
+func (m *Machine) stopMore() bool {
+	return m.closing != nil && len(m.closing.queue) > 0 && len(m.pending) < closeBatch
 }
 
 // close starts closing the client.
@@ -57,11 +89,26 @@ func (m *Machine) closeStep() {
 					}
 				}
 			}
-			for i := 0; i < len(m.contenders); i++ {
-				if c := m.contenders[i]; !c.removed && c.kind == kind && c.group == nil {
-					m.stop(c, false, 0, 0)
+			for _, c := range m.contenders {
+				if !c.removed && c.kind == kind && c.group == nil {
+					op.queue = append(op.queue, c)
 				}
 			}
+		}
+		if len(op.queue) > 0 {
+			room := closeBatch - len(m.pending)
+			if room <= 0 {
+				return // the replies come back here
+			}
+			n := min(room, len(op.queue))
+			for _, c := range op.queue[:n] {
+				m.stop(c, false, 0, 0) // a stop overrides a step-down in progress
+			}
+			clear(op.queue[:n])
+			if op.queue = op.queue[n:]; len(op.queue) > 0 {
+				return
+			}
+			op.queue = nil
 		}
 		if m.active[kind] > 0 || kind == kindPartition && len(m.groups) > 0 {
 			return
@@ -90,7 +137,7 @@ func (m *Machine) closeDone(p *pendingReq, res Result) {
 	}
 	if res.Err != nil {
 		// The store keeps what the session held until it expires.
-		op.errs = append(op.errs, fmt.Errorf("session %s not closed (what it holds stays taken until it expires): %w", op.id, res.Err))
+		op.fail(fmt.Errorf("session %s not closed (what it holds stays taken until it expires): %w", op.id, res.Err))
 	}
 	m.finishClose()
 }
@@ -106,7 +153,11 @@ func (m *Machine) finishClose() {
 		for i, e := range op.errs {
 			args[i] = e
 		}
-		err = fmt.Errorf(strings.TrimSuffix(strings.Repeat("%w; ", len(args)), "; "), args...)
+		format := strings.TrimSuffix(strings.Repeat("%w; ", len(args)), "; ")
+		if op.dropped > 0 {
+			format += fmt.Sprintf("; and %d more", op.dropped)
+		}
+		err = fmt.Errorf(format, args...)
 	}
 	for _, w := range op.waiters {
 		m.complete(w, 0, err)

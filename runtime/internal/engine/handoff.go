@@ -105,7 +105,7 @@ func (m *Machine) releaseDone(p *pendingReq, res Result) {
 			m.event(Event{Kind: EventBackendError, Name: p.req.Name, Err: res.Err})
 		}
 		if m.closing != nil {
-			m.closing.errs = append(m.closing.errs, fmt.Errorf("lease %q not released: %w", p.req.Name, res.Err))
+			m.closing.fail(fmt.Errorf("lease %q not released: %w", p.req.Name, res.Err))
 		}
 	}
 	if c := p.c; c != nil && c.term == p.t && c.phase == phHandoff {

@@ -287,7 +287,7 @@ func (m *Machine) sessionLost(reason Reason) {
 	m.wakeWaiters() // a run waiting to be recorded ends with its session
 	m.send(Request{Kind: ReqClose, Gen: s.gen, Timeout: m.cfg.RenewInterval}, &pendingReq{})
 	if m.closing != nil {
-		m.closing.errs = append(m.closing.errs, fmt.Errorf("session %s ended (%v) before it could hand over: what it held stays taken until the store expires it", s.id, reason))
+		m.closing.fail(fmt.Errorf("session %s ended (%v) before it could hand over: what it held stays taken until the store expires it", s.id, reason))
 	}
 	if m.closing == nil {
 		m.setState(Opening, m.lastErr)

@@ -97,6 +97,9 @@ func (m *Machine) nextWake() (Mono, bool) {
 	} else if m.state != Closed && m.closing == nil && m.openReq == 0 {
 		consider(m.openAt)
 	}
+	if m.stopMore() {
+		consider(m.now) // the next batch of a Close
+	}
 	for len(m.timers) > 0 && !m.timers[0].live() {
 		heap.Pop(&m.timers)
 	}
