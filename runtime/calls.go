@@ -77,9 +77,16 @@ func (c *Client) call(p pendingCall) {
 	for {
 		var res engine.Result
 		var opened backends.Session
-		if skip {
+		switch {
+		case skip:
 			res.Err = errNotSent
-		} else {
+		case !time.Now().Before(p.deadline):
+			// Its deadline passed while it waited: made now, it would fail
+			// with an outcome unknown (and a grant the store made might
+			// then have to be found and released); not made, it surely
+			// did nothing.
+			res.Err = errWaitedTooLong
+		default:
 			res, opened = c.invoke(p)
 		}
 		var next pendingCall
@@ -102,6 +109,11 @@ func (c *Client) call(p pendingCall) {
 // errNotSent is the reply to a queued lease call that was never made,
 // because the client closed first.
 var errNotSent = fmt.Errorf("simba: the call was not made: %w", ErrClosed)
+
+// errWaitedTooLong is the reply to a queued lease call whose deadline
+// passed before a goroutine was free to make it (D2): it was never made.
+var errWaitedTooLong = fmt.Errorf("simba: the call was not made: it waited for the client's other calls until its deadline: %w",
+	context.DeadlineExceeded)
 
 // nextQueued takes the oldest queued lease call for a goroutine that has
 // finished one, or gives the goroutine's place up if none waits. The caller

@@ -70,8 +70,9 @@ func (s *gatedSession) Acquire(ctx context.Context, name string) (backends.Grant
 // A client that starts many elections at once makes at most MaxLeaseCalls
 // acquires at a time, and its session is renewed meanwhile: keep-alives
 // never wait behind the acquires (one goroutine per call put a thousand
-// acquires, and the keep-alive, in one queue for the store). Once the
-// store answers, every election is elected.
+// acquires, and the keep-alive, in one queue for the store). A queued call
+// whose deadline passes before its turn is not made. Once the store
+// answers, every election is elected.
 func TestLeaseCallsAreBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := &gatedBackend{Backend: memory.New(), gate: make(chan struct{})}
@@ -88,7 +89,17 @@ func TestLeaseCallsAreBounded(t *testing.T) {
 		}
 		synctest.Wait()
 		renewed := g.renewals.Load()
-		time.Sleep(2 * cfg.RenewInterval)
+		// The first acquires' deadline (a renewal period, D2) passes while
+		// they wait at the store: the calls queued behind them, sent at the
+		// same moment, are answered without being made (made late, they
+		// would only fail with an outcome unknown); the elections retry
+		// half a period later at the earliest.
+		time.Sleep(cfg.RenewInterval + cfg.RenewInterval/10)
+		synctest.Wait()
+		if made := g.acquiring.Load(); made != runtime.MaxLeaseCalls {
+			t.Errorf("%d acquires made by the first deadline; want the %d that ran, none of those that waited past it", made, runtime.MaxLeaseCalls)
+		}
+		time.Sleep(cfg.RenewInterval)
 		synctest.Wait()
 		g.mu.Lock()
 		most := g.most
