@@ -19,11 +19,7 @@ import (
 type terse struct{ backends.Backend }
 
 func (b terse) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
-	s, r, err := b.Backend.OpenSession(ctx, opts)
-	if err != nil {
-		return nil, r, err
-	}
-	return terseSession{s}, r, nil
+	return openWrapped(ctx, b.Backend, opts, func(s backends.Session) backends.Session { return terseSession{s} })
 }
 
 type terseSession struct{ backends.Session }

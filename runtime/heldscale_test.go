@@ -47,12 +47,7 @@ func BenchmarkHeldLeases(b *testing.B) {
 			}
 		}
 		for {
-			held := 0
-			for _, l := range c.Snapshot().Leases {
-				if l.Role == runtime.RoleLeader {
-					held++
-				}
-			}
+			held := leading(c)
 			if held == n {
 				break
 			}

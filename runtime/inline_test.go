@@ -46,11 +46,7 @@ func (r *callRecorder) take() []recordedCall {
 }
 
 func (r *callRecorder) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
-	s, rn, err := r.Backend.OpenSession(ctx, opts)
-	if err != nil {
-		return nil, rn, err
-	}
-	return &recordedSession{Session: s, r: r}, rn, nil
+	return openWrapped(ctx, r.Backend, opts, func(s backends.Session) backends.Session { return &recordedSession{Session: s, r: r} })
 }
 
 type recordedSession struct {

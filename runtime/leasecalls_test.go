@@ -27,11 +27,7 @@ type gatedBackend struct {
 }
 
 func (g *gatedBackend) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
-	s, r, err := g.Backend.OpenSession(ctx, opts)
-	if err != nil {
-		return nil, r, err
-	}
-	return &gatedSession{Session: s, g: g}, r, nil
+	return openWrapped(ctx, g.Backend, opts, func(s backends.Session) backends.Session { return &gatedSession{Session: s, g: g} })
 }
 
 type gatedSession struct {
@@ -115,12 +111,7 @@ func TestLeaseCallsAreBounded(t *testing.T) {
 		}
 		close(g.gate)
 		for deadline := time.Now().Add(10 * cfg.LeaseDuration); ; time.Sleep(cfg.RenewInterval) {
-			held := 0
-			for _, l := range c.Snapshot().Leases {
-				if l.Role == runtime.RoleLeader {
-					held++
-				}
-			}
+			held := leading(c)
 			if held == n {
 				break
 			}

@@ -128,6 +128,28 @@ func (l *link) pass(ctx context.Context) error {
 	return fmt.Errorf("link cut: %w (%w)", backends.ErrUnavailable, ctx.Err())
 }
 
+// leading counts the elections, locks and schedules c holds.
+func leading(c *runtime.Client) int {
+	n := 0
+	for _, l := range c.Snapshot().Leases {
+		if l.Role == runtime.RoleLeader {
+			n++
+		}
+	}
+	return n
+}
+
+// openWrapped opens a session of b and wraps it, for the tests' backends that
+// count, hold or change what a session does.
+func openWrapped(ctx context.Context, b backends.Backend, opts backends.SessionOptions,
+	wrap func(backends.Session) backends.Session) (backends.Session, backends.Renewal, error) {
+	s, r, err := b.OpenSession(ctx, opts)
+	if err != nil {
+		return nil, r, err
+	}
+	return wrap(s), r, nil
+}
+
 func (l *link) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
 	if err := l.pass(ctx); err != nil {
 		return nil, backends.Renewal{}, err

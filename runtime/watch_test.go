@@ -30,11 +30,7 @@ type watchCounter struct {
 }
 
 func (w *watchCounter) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
-	s, r, err := w.Backend.OpenSession(ctx, opts)
-	if err != nil {
-		return nil, r, err
-	}
-	return &watchCountedSession{Session: s, w: w}, r, nil
+	return openWrapped(ctx, w.Backend, opts, func(s backends.Session) backends.Session { return &watchCountedSession{Session: s, w: w} })
 }
 
 type watchCountedSession struct {
@@ -176,11 +172,7 @@ type notifyCapture struct {
 }
 
 func (n *notifyCapture) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
-	s, r, err := n.Backend.OpenSession(ctx, opts)
-	if err != nil {
-		return nil, r, err
-	}
-	return &notifyCapturedSession{Session: s, n: n}, r, nil
+	return openWrapped(ctx, n.Backend, opts, func(s backends.Session) backends.Session { return &notifyCapturedSession{Session: s, n: n} })
 }
 
 type notifyCapturedSession struct {

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/simba-go/simba/internal/enginetest"
 	"github.com/simba-go/simba/runtime"
 )
 
@@ -50,43 +50,8 @@ func TestHolderRequestsPerRenewal(t *testing.T) {
 	admin := newClient(t, srv.addr)
 	b := newBackend(t, newClient(t, srv.addr), admin)
 	cfg := runtime.ConfigFor(600 * time.Millisecond) // renewals every 200 ms
-	var renewals atomic.Int64
-	c, err := runtime.NewClient(b, cfg, runtime.WithObserver(runtime.ObserverFunc(func(e runtime.Event) {
-		if e.Kind == runtime.EventSessionRenewed {
-			renewals.Add(1)
-		}
-	})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c, renewals := enginetest.StartHolder(t, b, cfg, 3)
 	ctx := context.Background()
-	var elections []*runtime.Election
-	for i := range 3 {
-		e, err := c.StartElection(fmt.Sprintf("held-%d", i), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Stop(ctx)
-		elections = append(elections, e)
-	}
-	// Settle: the elections won, and two renewals since.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		held := 0
-		for _, e := range elections {
-			if e.Term() != nil {
-				held++
-			}
-		}
-		if held == len(elections) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of the %d elections won", held, len(elections))
-		}
-	}
-	for r := renewals.Load(); renewals.Load() < r+2; time.Sleep(10 * time.Millisecond) {
-	}
 	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,10 @@
 package simbazk
 
 import (
-	"context"
-	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/internal/enginetest"
 	"github.com/simba-go/simba/runtime"
 )
 
@@ -24,42 +22,7 @@ func TestHolderRequestsPerRenewal(t *testing.T) {
 	var cnt counter
 	b := newBackend(t, servers, WithDialer(cnt.dial), WithMaxLease(3*time.Second))
 	cfg := runtime.Config{LeaseDuration: 3 * time.Second, RenewInterval: 750 * time.Millisecond}
-	var renewals atomic.Int64
-	c, err := runtime.NewClient(b, cfg, runtime.WithObserver(runtime.ObserverFunc(func(e runtime.Event) {
-		if e.Kind == runtime.EventSessionRenewed {
-			renewals.Add(1)
-		}
-	})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	ctx := context.Background()
-	var elections []*runtime.Election
-	for i := range 3 {
-		e, err := c.StartElection(fmt.Sprintf("held-%d", i), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Stop(ctx)
-		elections = append(elections, e)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		held := 0
-		for _, e := range elections {
-			if e.Term() != nil {
-				held++
-			}
-		}
-		if held == len(elections) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of the %d elections won", held, len(elections))
-		}
-	}
-	for r := renewals.Load(); renewals.Load() < r+2; time.Sleep(10 * time.Millisecond) {
-	}
+	c, renewals := enginetest.StartHolder(t, b, cfg, 3)
 	r0, p0 := cnt.snapshot()
 	n0 := renewals.Load()
 	start := time.Now()
