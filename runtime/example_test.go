@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"testing"
 	"time"
 
 	"github.com/simba-go/simba/backends/memory"
@@ -119,31 +118,6 @@ func ExampleTerm_EnsureValid() {
 	// wrote batch 1 with the term's token
 	// wrote batch 2 with the term's token
 	// true
-}
-
-// BenchmarkAcquireRelease measures a TryLock and an Unlock on the memory
-// store through a client: two backend round trips and the engine's work.
-func BenchmarkAcquireRelease(b *testing.B) {
-	store := memory.New()
-	c, err := runtime.NewClient(store, runtime.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	ctx := context.Background()
-	if err := c.Ready(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		t, err := c.TryLock(ctx, "ledger")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := c.Unlock(ctx, t); err != nil {
-			b.Fatal(err)
-		}
-	}
 }
 
 // A leader-only schedule: the work runs once per slot of the store's clock,

@@ -14,6 +14,17 @@ import (
 // driver's goroutines and channels, and the store's. Run it with -benchmem:
 // its allocations per operation are the driver's overhead per pair.
 func BenchmarkLockUnlock(b *testing.B) {
+	benchPairs(b, (*runtime.Client).Lock)
+}
+
+// BenchmarkAcquireRelease is BenchmarkLockUnlock with TryLock, which gives
+// up at the first refusal instead of waiting.
+func BenchmarkAcquireRelease(b *testing.B) {
+	benchPairs(b, (*runtime.Client).TryLock)
+}
+
+// benchPairs measures lock and Unlock of one name, uncontended.
+func benchPairs(b *testing.B, lock func(*runtime.Client, context.Context, string) (*runtime.Term, error)) {
 	c, err := runtime.NewClient(memory.New(), runtime.ConfigFor(time.Minute))
 	if err != nil {
 		b.Fatal(err)
@@ -25,7 +36,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		t, err := c.Lock(ctx, "bench")
+		t, err := lock(c, ctx, "bench")
 		if err != nil {
 			b.Fatal(err)
 		}
