@@ -27,10 +27,9 @@ type RedisServer struct {
 	Addr string // the client address, 127.0.0.1:port
 	Dir  string // its directory: the append-only file and redis.log
 
-	t    testing.TB
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	t     testing.TB
+	start sync.Mutex // held by Start until the server answers
+	proc  child
 }
 
 // StartRedisServer starts a Redis server on a free loopback port and waits
@@ -52,29 +51,18 @@ func StartRedisServer(t testing.TB) *RedisServer {
 // waits until it answers PING.
 func (s *RedisServer) Start() {
 	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		select {
-		case <-s.done:
-		default:
-			return // running
-		}
-	}
-	logf, err := os.OpenFile(s.Dir+"/redis.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		s.t.Fatalf("testservers: %v", err)
-	}
+	s.start.Lock()
+	defer s.start.Unlock()
 	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", redisPort(s.Addr), "--dir", s.Dir,
 		"--protected-mode", "no", "--save", "", "--appendonly", "yes", "--appendfsync", "always")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
+	started, err := s.proc.start(cmd, s.Dir+"/redis.log")
+	if err != nil {
 		s.t.Fatalf("testservers: starting redis-server: %v", err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); logf.Close(); close(done) }()
-	s.cmd, s.done = cmd, done
+	if !started {
+		return // running
+	}
+	done := s.proc.exited()
 
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer c.Close()
@@ -99,28 +87,12 @@ func (s *RedisServer) Start() {
 	}
 }
 
-// signal sends sig to the server and, unless it is SIGSTOP or SIGCONT,
-// waits until it exits.
-func (s *RedisServer) signal(sig syscall.Signal) {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Signal(sig)
-	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
-		return
-	}
-	<-done
-}
-
 // Stop stops the server with SIGTERM (it closes its connections) until
 // [RedisServer.Start].
-func (s *RedisServer) Stop() { s.signal(syscall.SIGTERM) }
+func (s *RedisServer) Stop() { s.proc.signal(syscall.SIGTERM) }
 
 // Kill kills the server with SIGKILL, as a crash would.
-func (s *RedisServer) Kill() { s.signal(syscall.SIGKILL) }
+func (s *RedisServer) Kill() { s.proc.signal(syscall.SIGKILL) }
 
 // Restart kills the server and starts it again on the same port with its
 // data, and returns once it answers.

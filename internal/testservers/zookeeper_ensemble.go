@@ -154,16 +154,4 @@ func (e *ZooKeeperEnsemble) ServerOf(sid string) *ZooKeeperServer {
 }
 
 // running reports whether the server's process runs.
-func (s *ZooKeeperServer) running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return false
-	}
-	select {
-	case <-s.done:
-		return false
-	default:
-		return true
-	}
-}
+func (s *ZooKeeperServer) running() bool { return s.proc.running() }

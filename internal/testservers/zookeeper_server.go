@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,9 +55,7 @@ type ZooKeeperServer struct {
 	Addr string // the client address, 127.0.0.1:port
 	Dir  string // its directory: zoo.cfg, data/, zookeeper.log
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc child
 }
 
 // zkAvailable skips or fails t (see required) unless java and the Debian
@@ -156,31 +153,13 @@ func (s *ZooKeeperServer) Launch() {
 
 func (s *ZooKeeperServer) start() {
 	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		select {
-		case <-s.done:
-		default:
-			return // running
-		}
-	}
 	cmd := exec.Command("java", "-Xms32m", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
 		"-Dzookeeper.log.dir="+s.Dir, "-Dzookeeper.root.logger=INFO,CONSOLE",
 		"-cp", zkClasspath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(s.Dir, "zoo.cfg"))
-	logf, err := os.OpenFile(filepath.Join(s.Dir, "zookeeper.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		s.t.Fatalf("testservers: %v", err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
+	if _, err := s.proc.start(cmd, filepath.Join(s.Dir, "zookeeper.log")); err != nil {
 		s.t.Fatalf("testservers: starting ZooKeeper: %v", err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); logf.Close(); close(done) }()
-	s.cmd, s.done = cmd, done
 }
 
 // Mode returns the server's mode from the srvr command ("standalone",
@@ -203,11 +182,8 @@ func (s *ZooKeeperServer) WaitServing(within time.Duration) {
 		if time.Now().After(end) {
 			s.t.Fatalf("testservers: ZooKeeper on %s not serving after %v; log:\n%s", s.Addr, within, s.logTail())
 		}
-		s.mu.Lock()
-		done := s.done
-		s.mu.Unlock()
 		select {
-		case <-done:
+		case <-s.proc.exited():
 			s.t.Fatalf("testservers: ZooKeeper on %s exited; log:\n%s", s.Addr, s.logTail())
 		case <-time.After(50 * time.Millisecond):
 		}
@@ -222,46 +198,19 @@ func (s *ZooKeeperServer) logTail() string {
 	return string(b)
 }
 
-// signal sends sig to the server process and, unless it is SIGSTOP or
-// SIGCONT, waits for it to exit.
-func (s *ZooKeeperServer) signal(sig syscall.Signal) {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-done:
-		return
-	default:
-	}
-	cmd.Process.Signal(sig)
-	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
-		return
-	}
-	cmd.Process.Signal(syscall.SIGCONT) // a frozen process must run to exit
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-done
-	}
-}
-
 // Stop stops the server with SIGTERM and waits for it to exit. Its data
 // stays: Start brings back its sessions and nodes.
-func (s *ZooKeeperServer) Stop() { s.signal(syscall.SIGTERM) }
+func (s *ZooKeeperServer) Stop() { s.proc.signal(syscall.SIGTERM) }
 
 // Kill kills the server with SIGKILL and waits for it to exit.
-func (s *ZooKeeperServer) Kill() { s.signal(syscall.SIGKILL) }
+func (s *ZooKeeperServer) Kill() { s.proc.signal(syscall.SIGKILL) }
 
 // Freeze stops the server process with SIGSTOP: its port still accepts
 // connections, but nothing answers. Thaw resumes it.
-func (s *ZooKeeperServer) Freeze() { s.signal(syscall.SIGSTOP) }
+func (s *ZooKeeperServer) Freeze() { s.proc.signal(syscall.SIGSTOP) }
 
 // Thaw resumes a frozen server.
-func (s *ZooKeeperServer) Thaw() { s.signal(syscall.SIGCONT) }
+func (s *ZooKeeperServer) Thaw() { s.proc.signal(syscall.SIGCONT) }
 
 // Wipe kills the server and deletes its data (its ensemble id stays), so
 // that the next Start begins from nothing: no sessions, no nodes, zxids
