@@ -18,12 +18,12 @@ import (
 // guard the other node would win at once, while the leader's term is valid.
 func TestAmnesiaRestartWithoutData(t *testing.T) {
 	srv := startRedis(t)
-	admin := newClient(t, srv.addr)
-	p := newProxy(t, srv.addr)
+	admin := newClient(t, srv.Addr)
+	p := newProxy(t, srv.Addr)
 	isolated := newBackend(t, p.client(t), admin, WithMaxLease(testConfig.LeaseDuration))
 	a := startNode(t, "a", isolated, "lease")
 	ta := a.WaitElected(5 * time.Second)
-	b := startNode(t, "b", sameNamespace(t, isolated, newClient(t, srv.addr)), "lease")
+	b := startNode(t, "b", sameNamespace(t, isolated, newClient(t, srv.Addr)), "lease")
 	b.NotElected(testConfig.RenewInterval)
 	runBefore := runID(t, admin)
 
@@ -66,9 +66,9 @@ func TestAmnesiaRestartWithoutData(t *testing.T) {
 // those issued after the snapshot.
 func TestAmnesiaOlderSnapshot(t *testing.T) {
 	srv := startRedis(t)
-	admin := newClient(t, srv.addr)
+	admin := newClient(t, srv.Addr)
 	const maxLease = 1500 * time.Millisecond
-	b := newBackend(t, newClient(t, srv.addr), admin, WithMaxLease(maxLease))
+	b := newBackend(t, newClient(t, srv.Addr), admin, WithMaxLease(maxLease))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -157,8 +157,8 @@ func TestAmnesiaOlderSnapshot(t *testing.T) {
 // again, in the same process, with the same run id, and nothing changes.
 func TestScriptFlushIsNotAmnesia(t *testing.T) {
 	srv := startRedis(t)
-	admin := newClient(t, srv.addr)
-	b := newBackend(t, newClient(t, srv.addr), admin, WithMaxLease(time.Second))
+	admin := newClient(t, srv.Addr)
+	b := newBackend(t, newClient(t, srv.Addr), admin, WithMaxLease(time.Second))
 	ctx := context.Background()
 	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Second})
 	if err != nil {

@@ -29,8 +29,8 @@ func infoCalls(t *testing.T, c *redis.Client) int64 {
 // no INFO, on a private Redis 7, whose command counts are ours alone.
 func TestArmedScriptsSkipInfo(t *testing.T) {
 	srv := startRedis(t)
-	admin := newClient(t, srv.addr)
-	b := newBackend(t, newClient(t, srv.addr), admin, WithMaxLease(time.Second))
+	admin := newClient(t, srv.Addr)
+	b := newBackend(t, newClient(t, srv.Addr), admin, WithMaxLease(time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Second})
@@ -66,8 +66,8 @@ func TestArmedScriptsSkipInfo(t *testing.T) {
 // granted; sessions from before end.
 func TestArmedNoticesAnotherRun(t *testing.T) {
 	srv := startRedis(t)
-	admin := newClient(t, srv.addr)
-	b := newBackend(t, newClient(t, srv.addr), admin, WithMaxLease(time.Second))
+	admin := newClient(t, srv.Addr)
+	b := newBackend(t, newClient(t, srv.Addr), admin, WithMaxLease(time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Second})

@@ -62,10 +62,10 @@ func commandStats(tb testing.TB, c *redis.Client, cmd string) (calls, usec int64
 // script calls) and server-µs/op (the script's time inside Redis).
 func BenchmarkKeepAlive(b *testing.B) {
 	srv := startRedis(b)
-	admin := newClient(b, srv.addr)
+	admin := newClient(b, srv.Addr)
 	// A short MaxLease: the amnesia guard of a server that just booted
 	// lasts that long.
-	bk := newBackend(b, newClient(b, srv.addr), admin, WithMaxLease(3*time.Second))
+	bk := newBackend(b, newClient(b, srv.Addr), admin, WithMaxLease(3*time.Second))
 	for _, n := range []int{1, 100, 10_000} {
 		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) {
 			ctx := context.Background()
@@ -119,8 +119,8 @@ func BenchmarkKeepAlive(b *testing.B) {
 // long runs (-benchtime 100000x) outlive its time to live.
 func BenchmarkAcquireRelease(b *testing.B) {
 	srv := startRedis(b)
-	admin := newClient(b, srv.addr)
-	opts := clientOptions(srv.addr)
+	admin := newClient(b, srv.Addr)
+	opts := clientOptions(srv.Addr)
 	opts.PoolSize = 1 // one connection for both
 	client := redis.NewClient(opts)
 	b.Cleanup(func() { client.Close() })

@@ -47,7 +47,7 @@ func TestConformance(t *testing.T) {
 		},
 		NewRestartable: func(t *testing.T) (backends.Backend, func() time.Duration) {
 			srv := startRedis(t)
-			c := newClient(t, srv.addr)
+			c := newClient(t, srv.Addr)
 			b := newBackend(t, c, c, WithMaxLease(maxLease))
 			return b, func() time.Duration { srv.restart(); return b.MaxLease() }
 		},

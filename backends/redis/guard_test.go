@@ -20,9 +20,9 @@ import (
 // before the restart, including those issued after the snapshot.
 func TestAmnesiaEveryNamespace(t *testing.T) {
 	srv := startRedis(t)
-	admin := newClient(t, srv.addr)
+	admin := newClient(t, srv.Addr)
 	const maxLease = 1500 * time.Millisecond
-	client := newClient(t, srv.addr)
+	client := newClient(t, srv.Addr)
 	nsA := newBackend(t, client, admin, WithMaxLease(maxLease))
 	nsB := newBackend(t, client, admin, WithMaxLease(maxLease)) // each waits for its guard
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

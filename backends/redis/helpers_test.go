@@ -1,16 +1,11 @@
 package simbaredis
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -131,129 +126,31 @@ func sharedRedis(t testing.TB) (string, *redis.Client) {
 // redisServer is a private redis-server a test starts itself, so that it can
 // stop and restart it; the shared one on 6379 is never restarted.
 type redisServer struct {
-	t    testing.TB
-	addr string
-	dir  string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	out  bytes.Buffer
+	*testservers.RedisServer
+	t testing.TB
 }
 
 // startRedis starts a redis-server on a free loopback port, without
 // persistence unless a test asks for snapshots with SAVE (they go to a
-// private directory). It is stopped when the test ends. Without a
-// redis-server program the test is skipped, or fails where services are
-// required (see [servicesRequired]).
+// private directory, and a start loads them). It is killed when the test
+// ends. Without a redis-server program the test is skipped, or fails where
+// services are required (see testservers).
 func startRedis(t testing.TB) *redisServer {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if must, why := servicesRequired(); must {
-			t.Fatalf("redis-server is not installed (%v); %s requires it: install redis-server (`make services` does when it starts Redis)", err, why)
-		}
-		t.Skipf("redis-server is not installed (%v); install redis-server (`make services` does when it starts Redis)", err)
-	}
-	s := &redisServer{t: t, addr: freeAddr(t), dir: t.TempDir()}
-	s.start()
-	t.Cleanup(s.kill)
-	return s
-}
-
-// servicesRequired reports whether a missing server fails the test rather
-// than skipping it, and which variable says so: the rule of
-// internal/testservers (which `make test` and CI rely on), for the
-// redis-server program that testservers does not look for. Any value of
-// SIMBA_REQUIRE_SERVICES or CI other than a false one counts as true.
-func servicesRequired() (bool, string) {
-	for _, env := range []string{"SIMBA_REQUIRE_SERVICES", "CI"} {
-		v := strings.TrimSpace(os.Getenv(env))
-		if v == "" {
-			continue
-		}
-		if b, err := strconv.ParseBool(v); err == nil && !b {
-			continue
-		}
-		return true, env + "=" + v
-	}
-	return false, ""
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// start starts the server (again) on the same port and directory, and waits
-// until it answers. A dump.rdb in the directory is loaded.
-func (s *redisServer) start() {
-	s.t.Helper()
-	_, port, _ := net.SplitHostPort(s.addr)
-	s.mu.Lock()
-	s.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", port, "--dir", s.dir,
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no")
-	s.out.Reset()
-	s.cmd.Stdout = &lockedWriter{mu: &s.mu, w: &s.out}
-	s.cmd.Stderr = s.cmd.Stdout
-	if err := s.cmd.Start(); err != nil {
-		s.mu.Unlock()
-		s.t.Fatalf("starting redis-server: %v", err)
-	}
-	done := make(chan struct{})
-	s.done = done
-	cmd := s.cmd
-	s.mu.Unlock()
-	go func() { cmd.Wait(); close(done) }()
-
-	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DialerRetries: 1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		select {
-		case <-done:
-			s.t.Fatalf("redis-server on %s exited: %s", s.addr, s.output())
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on %s not answering: %v\n%s", s.addr, err, s.output())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (s *redisServer) output() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.String()
+	return &redisServer{testservers.StartRedisServer(t, "--appendonly", "no"), t}
 }
 
 // shutdownNoSave stops the server with SHUTDOWN NOSAVE (losing everything
 // since the last SAVE) and waits until the process has exited.
 func (s *redisServer) shutdownNoSave() {
 	s.t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c.ShutdownNoSave(ctx) // the connection drops: the error says nothing
-	s.mu.Lock()
-	done := s.done
-	s.mu.Unlock()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		s.t.Fatalf("redis-server on %s did not exit after SHUTDOWN NOSAVE", s.addr)
+	if !s.WaitExited(10 * time.Second) {
+		s.t.Fatalf("redis-server on %s did not exit after SHUTDOWN NOSAVE", s.Addr)
 	}
 }
 
@@ -261,22 +158,7 @@ func (s *redisServer) shutdownNoSave() {
 func (s *redisServer) restart() {
 	s.t.Helper()
 	s.shutdownNoSave()
-	s.start()
-}
-
-func (s *redisServer) kill() {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-done:
-	default:
-		cmd.Process.Kill()
-		<-done
-	}
+	s.Start()
 }
 
 // runID returns the server's run id.
@@ -293,17 +175,6 @@ func runID(t testing.TB, c *redis.Client) string {
 	}
 	t.Fatalf("INFO server has no run_id:\n%s", info)
 	return ""
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(p)
 }
 
 // proxy is the network path of a test's client to Redis (a faultnet.Link in

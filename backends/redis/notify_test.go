@@ -104,8 +104,8 @@ func TestOwnReleasesDoNotWakeOwnWatches(t *testing.T) {
 // of the woken nodes takes the lease at once.
 func TestReleaseWakesAFew(t *testing.T) {
 	srv := startRedis(t) // a private server: its command counts are ours alone
-	admin := newClient(t, srv.addr)
-	holderB := newBackend(t, newClient(t, srv.addr), admin)
+	admin := newClient(t, srv.Addr)
+	holderB := newBackend(t, newClient(t, srv.Addr), admin)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	holder, _, err := holderB.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
@@ -119,7 +119,7 @@ func TestReleaseWakesAFew(t *testing.T) {
 	const nodes = 40
 	var woken atomic.Int64
 	for range nodes {
-		b := sameNamespace(t, holderB, newClient(t, srv.addr))
+		b := sameNamespace(t, holderB, newClient(t, srv.Addr))
 		s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)

@@ -47,8 +47,8 @@ func commandCalls(tb testing.TB, c *redis.Client) map[string]int64 {
 // watch kept alive by a holder would show as PINGs.
 func TestHolderRequestsPerRenewal(t *testing.T) {
 	srv := startRedis(t)
-	admin := newClient(t, srv.addr)
-	b := newBackend(t, newClient(t, srv.addr), admin)
+	admin := newClient(t, srv.Addr)
+	b := newBackend(t, newClient(t, srv.Addr), admin)
 	cfg := runtime.ConfigFor(600 * time.Millisecond) // renewals every 200 ms
 	c, renewals := enginetest.StartHolder(t, b, cfg, 3)
 	ctx := context.Background()

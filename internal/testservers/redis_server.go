@@ -28,20 +28,23 @@ type RedisServer struct {
 	Dir  string // its directory: the append-only file and redis.log
 
 	t     testing.TB
+	args  []string   // options after the defaults
 	start sync.Mutex // held by Start until the server answers
 	proc  child
 }
 
 // StartRedisServer starts a Redis server on a free loopback port and waits
-// until it answers PING. Without redis-server the test is skipped, or fails
-// where services are required (CI=true, SIMBA_REQUIRE_SERVICES=1).
-func StartRedisServer(t testing.TB) *RedisServer {
+// until it answers PING. args are more redis-server options, after the
+// defaults (a later option wins: "--appendonly", "no" makes a server that
+// keeps only what SAVE wrote). Without redis-server the test is skipped, or
+// fails where services are required (CI=true, SIMBA_REQUIRE_SERVICES=1).
+func StartRedisServer(t testing.TB, args ...string) *RedisServer {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		missing(t, fmt.Sprintf("redis-server is not installed (%v)", err), "install redis-server (`make services` does)")
 		return nil
 	}
-	s := &RedisServer{t: t, Addr: redisFreeAddr(t), Dir: t.TempDir()}
+	s := &RedisServer{t: t, Addr: redisFreeAddr(t), Dir: t.TempDir(), args: args}
 	t.Cleanup(s.Kill)
 	s.Start()
 	return s
@@ -55,6 +58,7 @@ func (s *RedisServer) Start() {
 	defer s.start.Unlock()
 	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", redisPort(s.Addr), "--dir", s.Dir,
 		"--protected-mode", "no", "--save", "", "--appendonly", "yes", "--appendfsync", "always")
+	cmd.Args = append(cmd.Args, s.args...)
 	started, err := s.proc.start(cmd, s.Dir+"/redis.log")
 	if err != nil {
 		s.t.Fatalf("testservers: starting redis-server: %v", err)
@@ -93,6 +97,17 @@ func (s *RedisServer) Stop() { s.proc.signal(syscall.SIGTERM) }
 
 // Kill kills the server with SIGKILL, as a crash would.
 func (s *RedisServer) Kill() { s.proc.signal(syscall.SIGKILL) }
+
+// WaitExited waits up to d for the server's process to exit (after a
+// SHUTDOWN, say) and reports whether it did.
+func (s *RedisServer) WaitExited(d time.Duration) bool {
+	select {
+	case <-s.proc.exited():
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
 
 // Restart kills the server and starts it again on the same port with its
 // data, and returns once it answers.
