@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/internal/faultnet"
 )
 
 // §12: with digest auth, lease nodes carry an ACL that lets only clients
@@ -225,5 +226,61 @@ func TestPingsOnlyWhenIdle(t *testing.T) {
 	}
 	if _, err := s.KeepAlive(ctx); err != nil {
 		t.Errorf("KeepAlive after the idle span: %v", err)
+	}
+}
+
+// B1 on a standalone server, which is the leader of its own sessions: a
+// renewal proves the whole negotiated timeout from when it was sent, so
+// Remaining is that timeout, not the timeout less a tick. The backend learns
+// what the server is once per connection, from its configuration node read
+// beside another call; a new connection (here after a cut) is learnt anew.
+func TestStandaloneRenewalsProveTheWholeTimeout(t *testing.T) {
+	t.Parallel()
+	servers := sharedZK(t)
+	if data, _, err := directConn(t, servers).Get(configPath); err != nil || len(data) > 0 {
+		t.Skipf("the shared ZooKeeper %v is not a standalone server (%s: %q, %v)", servers, configPath, data, err)
+	}
+	link := faultnet.New()
+	b := newBackend(t, servers, WithDialer(link.DialTimeout), WithMaxLease(4*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bs, opened, err := b.OpenSession(ctx, backends.SessionOptions{TTL: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close(ctx)
+	s := zkSession(t, bs)
+	first := s.w.current()
+	if k := serverKind(first.kind.Load()); k != kindStandalone {
+		t.Fatalf("after OpenSession the connection's server kind is %d; want standalone (%d), read beside the session node", k, kindStandalone)
+	}
+	timeout := s.w.negotiated()
+	if opened.Remaining != timeout {
+		t.Errorf("OpenSession's Remaining %v; want the negotiated timeout %v", opened.Remaining, timeout)
+	}
+	for i := range 3 {
+		r, err := s.KeepAlive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Remaining != timeout {
+			t.Errorf("renewal %d: Remaining %v; want the negotiated timeout %v (a standalone server has no follower lag)", i, r.Remaining, timeout)
+		}
+	}
+
+	// A new connection: its server is not known until a call reads it.
+	link.Cut()
+	link.Heal()
+	var r backends.Renewal
+	for i := 0; i < 5 && (r.Remaining != timeout || s.w.current() == first); i++ {
+		if r, err = s.KeepAlive(ctx); err != nil && !errors.Is(err, backends.ErrUnavailable) {
+			t.Fatal(err)
+		}
+	}
+	if s.w.current() == first {
+		t.Fatalf("the session still uses its first connection after a cut")
+	}
+	if k := serverKind(s.w.current().kind.Load()); k != kindStandalone || r.Remaining != timeout {
+		t.Errorf("after reconnecting: server kind %d, Remaining %v; want standalone (%d) and %v", k, r.Remaining, kindStandalone, timeout)
 	}
 }

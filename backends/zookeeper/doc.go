@@ -98,29 +98,44 @@
 // # Remaining time (B1) and renewals (B2)
 //
 // ZooKeeper does not say how long a session has left, and any packet from
-// the client renews the session on the server. The backend therefore bounds the remaining time itself: the negotiated session
-// timeout (read from the connect reply, which go-zookeeper keeps private),
-// counted from the latest touch of the session the ensemble's leader has
-// surely seen. A follower reports its sessions' touches to the leader only
-// when the leader pings it, every half tick; a write that went through the
-// leader proves the follower's reports up to about a tick earlier arrived
-// (the same connection carried them), so that touch is the latest request or
-// ping written on the connection at least one tick before the renewal was
-// sent — or the connection's handshake, which the leader handles itself.
-// The renewal's Remaining is thus the timeout less one tick, or less the
-// time since the previous write if that is longer: with a renewal every
-// RenewInterval and nothing else, the timeout less the interval. Tell the backend the servers' tickTime with
-// [WithTickTime] (default 2 s, never more than half the timeout); too large
-// is safe. On the tests' ensemble (tick 500 ms, timeout 3 s), a client
-// stuck with a follower cut off from the quorum lost its term 0.5–0.9 s
-// before the quorum expired its session; a client that could reach the
-// quorum moved there within two thirds of the timeout and kept its term.
+// the client renews the session on the server. The backend therefore bounds
+// the remaining time itself: the negotiated session timeout (read from the
+// connect reply, which go-zookeeper keeps private), counted from the latest
+// touch of the session the ensemble's leader has surely seen.
 //
-// Since Remaining is usually less than the lease asked, use a RenewInterval
-// of at most a quarter of the lease with this backend (runtime.ConfigFor
-// uses a third): otherwise the engine often finds two renewals do not fit in
-// the local validity and renews every third of it instead (C2), which is
-// safe but reports a shortened lease.
+// A standalone server is the leader of its own sessions: a renewal touches
+// the session when the server receives it, so Remaining is the whole
+// timeout, counted from when the renewal was sent. The backend learns what
+// the server is once per connection, from ZooKeeper's configuration node
+// (/zookeeper/config, empty on a standalone server), read on that very
+// connection beside the first call made on it (the session node's creation,
+// or the first renewal after a reconnection); until it knows, and on any
+// server that does not say (ZooKeeper before 3.5), it counts the server as
+// a member of an ensemble.
+//
+// A member of an ensemble reports its sessions' touches to the leader only
+// when the leader pings it, every half tick; a write that went through the
+// leader proves the member's reports up to about a tick earlier arrived
+// (the same connection carried them), so that touch is the latest request
+// or ping written on the connection at least one tick before the renewal
+// was sent — or the connection's handshake, which the leader handles
+// itself. The renewal's Remaining is thus the timeout less one tick, or
+// less the time since the previous write if that is longer: with a renewal
+// every RenewInterval and nothing else, the timeout less the interval. A
+// client cannot tell which member leads, so this holds for the leader's
+// clients too. Tell the backend the servers' tickTime with [WithTickTime]
+// (default 2 s, never more than half the timeout); too large is safe. On
+// the tests' ensemble (tick 500 ms, timeout 3 s), a client stuck with a
+// follower cut off from the quorum lost its term 0.5–0.9 s before the
+// quorum expired its session; a client that could reach the quorum moved
+// there within two thirds of the timeout and kept its term.
+//
+// On an ensemble, Remaining is therefore usually less than the lease asked:
+// use a RenewInterval of at most a quarter of the lease there
+// (runtime.ConfigFor uses a third). Otherwise the engine often finds two
+// renewals do not fit in the local validity and renews every third of it
+// instead (C2), which is safe but reports a shortened lease. On a
+// standalone server runtime.ConfigFor's third is right.
 //
 // A session is renewed only by KeepAlive (B2): when no keep-alive has
 // succeeded for the remaining time of the last one, counted from when it was

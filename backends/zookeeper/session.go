@@ -153,9 +153,26 @@ func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions)
 	create := func(c *zk.Conn) error {
 		// A container, so that ZooKeeper deletes it once its ephemeral
 		// children are gone; created on its own, since go-zookeeper cannot
-		// read the reply of a container's creation in a multi.
-		if _, err := c.CreateContainer(s.paths.session(s.id), s.identity, zk.FlagContainer, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		// read the reply of a container's creation in a multi. What the
+		// server is (B1, see remaining) is read beside it.
+		container := func() error {
+			_, err := c.CreateContainer(s.paths.session(s.id), s.identity, zk.FlagContainer, b.acl)
+			if errors.Is(err, zk.ErrNodeExists) {
+				return nil
+			}
 			return err
+		}
+		wc := s.w.current()
+		learn, learnt := s.learnServer(wc)
+		fns := []func() error{container}
+		if learn != nil {
+			fns = append(fns, func() error { return learn(c) })
+		}
+		if err := parallel(fns...); err != nil {
+			return err
+		}
+		if learnt != nil {
+			learnt()
 		}
 		res, err := c.Multi(
 			&zk.CreateRequest{Path: s.paths.marker(s.id), Acl: b.acl, Flags: zk.FlagEphemeral},
@@ -474,12 +491,18 @@ func (s *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 	var st *zk.Stat
 	groups := s.joinedGroups()
 	pz := make([]int64, len(groups))
+	wc := s.w.current()
+	learn, learnt := s.learnServer(wc)
 	err := s.do(ctx, "keep-alive", "", func(c *zk.Conn) error {
-		return parallel(append([]func() error{func() error {
+		fns := append([]func() error{func() error {
 			var err error
 			st, err = c.Set(s.paths.session(s.id), s.identity, -1)
 			return err
-		}}, s.groupReads(c, groups, pz)...)...)
+		}}, s.groupReads(c, groups, pz)...)
+		if learn != nil {
+			fns = append(fns, func() error { return learn(c) })
+		}
+		return parallel(fns...)
 	})
 	if errors.Is(err, zk.ErrNoNode) {
 		return backends.Renewal{}, s.lost("keep-alive", "")
@@ -487,7 +510,10 @@ func (s *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 	if err != nil {
 		return backends.Renewal{}, s.fail(ctx, "keep-alive", "", err)
 	}
-	rem := s.remaining(t0)
+	if learnt != nil {
+		learnt()
+	}
+	rem := s.remaining(t0, wc)
 	if err := s.renewed("keep-alive", t0, t0.Add(rem)); err != nil {
 		return backends.Renewal{}, err
 	}
@@ -498,22 +524,72 @@ func (s *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 	return backends.Renewal{Remaining: rem, StoreTime: time.UnixMilli(st.Mtime).UTC(), Digest: s.digest(st, g)}, nil
 }
 
-// remaining is B1's bound for a renewal sent at t0 that succeeded: the
-// negotiated timeout from the latest touch the leader has surely seen,
-// counted from t0. That touch is the latest write on the connection at
-// least a lag before t0 (a follower reports touches to the leader every
-// half tick, so those have reached it by the time a write sent after them
-// went through the leader), or the connection's handshake, which the leader
-// handles itself, if later — even after t0, when the renewal waited for a
+// remaining is B1's bound for a renewal sent at t0 that succeeded, on the
+// connection wc that was current when it was sent: the negotiated timeout
+// from the latest touch the leader has surely seen, counted from t0.
+//
+// On a standalone server, which is the leader of its own sessions, that
+// touch is the renewal itself, received after t0: the whole timeout. The
+// backend knows the server is standalone only if it read so on wc, and wc
+// is still the current connection (no handshake since, so the renewal went
+// over wc).
+//
+// Otherwise that touch is the latest write on the connection at least a lag
+// before t0 (a follower reports touches to the leader every half tick, so
+// those have reached it by the time a write sent after them went through
+// the leader), or the connection's handshake, which the leader handles
+// itself, if later — even after t0, when the renewal waited for a
 // reconnection.
-func (s *session) remaining(t0 time.Time) time.Duration {
+func (s *session) remaining(t0 time.Time, wc *wireConn) time.Duration {
 	timeout := s.w.negotiated()
+	if wc != nil && s.w.current() == wc && serverKind(wc.kind.Load()) == kindStandalone {
+		return timeout
+	}
 	lag := s.b.lag(timeout)
 	touched, ok := s.w.touchedBefore(t0.Add(-lag))
 	if !ok {
 		touched = t0.Add(-lag)
 	}
 	return max(touched.Add(timeout).Sub(t0), time.Millisecond)
+}
+
+// configPath is ZooKeeper's configuration node (3.5 and later): empty on a
+// standalone server, the ensemble's members on a member of an ensemble.
+const configPath = "/zookeeper/config"
+
+// learnServer returns, if what the server behind wc is is not known yet, a
+// read of its configuration node to pipeline with a call, and learnt, to
+// call once that call succeeded: it records the server's kind on wc if no
+// handshake happened since wc was current, so that the read went over wc
+// (connections only ever become current in turn; a call queued while
+// go-zookeeper reconnects goes over the next one, which becomes current
+// first). The read never fails the call it goes with. Both are nil when
+// there is nothing to learn.
+func (s *session) learnServer(wc *wireConn) (read func(c *zk.Conn) error, learnt func()) {
+	if wc == nil || serverKind(wc.kind.Load()) != kindUnknown {
+		return nil, nil
+	}
+	var kind serverKind
+	read = func(c *zk.Conn) error {
+		data, _, err := c.Get(configPath)
+		switch {
+		case err == nil && len(data) == 0:
+			kind = kindStandalone
+		case err == nil:
+			kind = kindEnsemble
+		case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrClosing):
+			// Not known: the next call reads it again.
+		default:
+			kind = kindEnsemble // a server too old to have the node, or one that will not tell
+		}
+		return nil
+	}
+	learnt = func() {
+		if kind != kindUnknown && s.w.current() == wc {
+			wc.kind.CompareAndSwap(int32(kindUnknown), int32(kind))
+		}
+	}
+	return read, learnt
 }
 
 // parallel runs fns concurrently (go-zookeeper pipelines them on the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,7 +36,9 @@ type Dialer func(network, address string, timeout time.Duration) (net.Conn, erro
 //     ZooKeeper's Java client does, and drops go-zookeeper's pings, which
 //     go every third of the timeout whatever else was written: a session
 //     renewed more often than half its timeout sends one request per
-//     renewal and nothing else.
+//     renewal and nothing else;
+//   - it keeps, per connection, what the session learnt of the server at
+//     its other end: whether it is a standalone server (see serverKind).
 type wire struct {
 	dial    Dialer
 	servers []string
@@ -229,11 +232,30 @@ func (w *wire) touchedBefore(cutoff time.Time) (at time.Time, ok bool) {
 	return c.touchedBefore(cutoff), true
 }
 
+// current returns the connection that completed the last handshake, or nil.
+func (w *wire) current() *wireConn {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cur
+}
+
+// serverKind is what a session learnt of the server at the other end of one
+// connection, from the server's configuration node (configPath) read on
+// that connection.
+type serverKind int32
+
+const (
+	kindUnknown    serverKind = iota // not read yet, or the read failed
+	kindStandalone                   // a standalone server: it is the leader of its own sessions
+	kindEnsemble                     // a member of an ensemble, or a server too old to say
+)
+
 // wireConn is one connection of a session.
 type wireConn struct {
 	net.Conn
 	w     *wire
 	start time.Time
+	kind  atomic.Int32 // a serverKind
 
 	mu        sync.Mutex
 	handshake bool   // the connect reply has been read

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/internal/testservers"
 )
 
@@ -228,4 +229,34 @@ func TestFollowerCutOffClientStuck(t *testing.T) {
 	}
 	t.Logf("B1 follower-lag margins: %v", margins)
 	noOverlap(t, a, o)
+}
+
+// B1: on a member of an ensemble (the leader included: a client cannot tell
+// which server leads) a renewal proves only the touches the leader has
+// surely seen, so its Remaining is the negotiated timeout less at least a
+// tick — unlike on a standalone server, whose renewals prove the whole
+// timeout (backends/zookeeper's TestStandaloneRenewalsProveTheWholeTimeout).
+func TestEnsembleRenewalsLeaveTheLag(t *testing.T) {
+	e := startEnsemble(t)
+	root := uniqueRoot()
+	waitGuard(t, newBackend(t, e.ClientAddrs(), root))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, srv := range e.Servers {
+		b := newBackend(t, []string{srv.Addr}, root)
+		s, opened, err := b.OpenSession(ctx, backends.SessionOptions{TTL: testConfig.LeaseDuration})
+		if err != nil {
+			t.Fatalf("server %d (%s): OpenSession: %v", srv.ID, srv.Mode(), err)
+		}
+		time.Sleep(2 * tick) // past the handshake, which the leader handles itself
+		r, err := s.KeepAlive(ctx)
+		if err != nil {
+			t.Fatalf("server %d (%s): KeepAlive: %v", srv.ID, srv.Mode(), err)
+		}
+		if r.Remaining > opened.Remaining-tick {
+			t.Errorf("server %d (%s): a renewal's Remaining %v; want at most the timeout %v less a tick %v (B1's follower lag)",
+				srv.ID, srv.Mode(), r.Remaining, opened.Remaining, tick)
+		}
+		s.Close(ctx)
+	}
 }
