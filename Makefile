@@ -22,10 +22,18 @@ NESTED := \
 	extra/simbaotel \
 	tests
 
+# tests/ runs one package at a time (-p 1), never beside a compile: its
+# multi-process fault schedules run nine lanes of node processes on 1.5 s
+# leases, and a test binary compiled beside them on a cold build cache (the
+# first run after a change) starved them into timeouts past the schedules'
+# liveness bound.
+TESTS_P := -p 1
+
 # SIMBA_REQUIRE_SERVICES=1: a test whose server is missing fails instead of skipping.
 test: services lint ## start the servers, vet, check gofmt, run every test with -race (nested modules too)
 	SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 15m ./...
-	@for m in $(NESTED); do echo "== $$m"; (cd $$m && SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; done
+	@for m in $(NESTED); do echo "== $$m"; p=; [ $$m = tests ] && p="$(TESTS_P)"; \
+		(cd $$m && SIMBA_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 10m $$p ./...) || exit 1; done
 	@echo "== ZooKeeper's fault and ensemble tests, without -race (go-zookeeper v1.0.4 races on Conn.lastZxid when it reconnects with a watch armed, upstream go-zookeeper/zk#35; see backends/zookeeper/fault_test.go)"
 	SIMBA_REQUIRE_SERVICES=1 $(GO) test -count=1 -timeout 10m -run '$(ZK_FAULTS)' ./backends/zookeeper/
 	cd tests && SIMBA_REQUIRE_SERVICES=1 $(GO) test -count=1 -timeout 10m ./zookeeper/
