@@ -14,22 +14,15 @@ import (
 type contender struct {
 	id              ContenderID
 	name            string
-	kind            Kind
-	listener        bool                // dispatch callbacks
-	task            bool                // start a task per term
-	sched           Schedule            // KindSchedule: when runs happen
+	sched           *Schedule           // KindSchedule: when runs happen; nil otherwise
 	status          *RunStatus          // KindSchedule, scheduled partitions: the runs so far
 	taskEndCooldown time.Duration       // step-down cooldown when the task returns early
-	tryOnce         bool                // TryLock: one attempt
 	lockW           Waiter              // Lock/TryLock: who gets the term
-	waiting         bool                // a Lock queued behind another Lock of the name on this client
 	refusal         *backends.HeldError // the last refused attempt's holder, if any
 	group           *group              // the partition's group, if this is a partition
 	part            int                 // the partition index
 
-	phase         phase
 	attempt       RequestID // in-flight acquire, 0 if none
-	notified      bool      // a release was notified while the attempt was in flight
 	watchGen      uint64    // the session generation whose releases of name it watches, 0 if none
 	retryAt       Mono
 	cooldownUntil Mono
@@ -37,8 +30,18 @@ type contender struct {
 	op            *stopOp
 	tasks         int // tasks of this contender still running
 	pending       int // callbacks dispatched and not yet run
-	removed       bool
 	timerSeq      uint64
+
+	// The flags, together, so that a client holding a million leases
+	// keeps a million contenders of the smallest size.
+	kind     Kind
+	listener bool // dispatch callbacks
+	task     bool // start a task per term
+	tryOnce  bool // TryLock: one attempt
+	waiting  bool // a Lock queued behind another Lock of the name on this client
+	phase    phase
+	notified bool // a release was notified while the attempt was in flight
+	removed  bool
 }
 
 type phase uint8
@@ -65,7 +68,8 @@ func (m *Machine) start(in Start) error {
 	c := &contender{id: in.ID, name: in.Name, kind: in.Kind, listener: in.Listener, task: in.Task,
 		taskEndCooldown: in.TaskEndCooldown, tryOnce: in.TryOnce, lockW: in.Waiter}
 	if in.Kind == KindSchedule {
-		c.sched, c.status, c.task = in.Schedule, &RunStatus{}, true
+		sched := in.Schedule
+		c.sched, c.status, c.task = &sched, &RunStatus{}, true
 	}
 	if ex, dup := m.byName[c.name]; dup && ex.kind == KindLock && c.kind == KindLock {
 		// Locks of one name on one client take turns, first come, first
@@ -128,7 +132,7 @@ func (m *Machine) wake(c *contender) {
 		m.maybeAttempt(c)
 	case phHandoff:
 		if t := c.term; t.taskRunning && t.releaseReq == 0 && m.now >= t.revokeDeadline {
-			m.event(Event{Kind: EventTaskStuck, Name: t.name, Token: t.token})
+			m.event(Event{Kind: EventTaskStuck, Name: t.c.name, Token: t.token})
 			m.release(c)
 		}
 	}

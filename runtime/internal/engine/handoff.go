@@ -75,7 +75,7 @@ func (m *Machine) handoff(c *contender, reason Reason) {
 		return
 	}
 	if t.taskRunning {
-		m.event(Event{Kind: EventTaskStuck, Name: t.name, Token: t.token})
+		m.event(Event{Kind: EventTaskStuck, Name: t.c.name, Token: t.token})
 	}
 	m.release(c)
 }
@@ -88,8 +88,8 @@ func (m *Machine) release(c *contender) {
 		m.afterRelease(c)
 		return
 	}
-	s.released[t.name] = max(s.released[t.name], t.token)
-	t.releaseReq = m.send(Request{Kind: ReqRelease, Gen: s.gen, Name: t.name, Token: m.releaseToken(t.token), Timeout: s.period},
+	s.released[t.c.name] = max(s.released[t.c.name], t.token)
+	t.releaseReq = m.send(Request{Kind: ReqRelease, Gen: s.gen, Name: t.c.name, Token: m.releaseToken(t.token), Timeout: s.period},
 		&pendingReq{c: c, t: t})
 }
 

@@ -100,7 +100,10 @@ func (c *contender) spec() (Schedule, *RunStatus) {
 	if g := c.group; g != nil {
 		return g.sched, g.status[c.part]
 	}
-	return c.sched, c.status
+	if c.sched == nil {
+		return Schedule{}, c.status
+	}
+	return *c.sched, c.status
 }
 
 // startWork starts what c does with its new term t: a task at once, a
@@ -249,7 +252,7 @@ func (m *Machine) runDone(t *term, err error, canceled bool) {
 	// The run's outcome, for the metrics adapters' runs by outcome: a
 	// failure (unless the term's end cancelled it), or a success, reported
 	// before the run is recorded. Nothing below depends on it.
-	e := Event{Kind: EventRunSucceeded, Name: t.name, Token: t.token, Duration: m.now - r.started}
+	e := Event{Kind: EventRunSucceeded, Name: t.c.name, Token: t.token, Duration: m.now - r.started}
 	if err != nil {
 		e.Kind, e.Err = EventRunFailed, err
 	}
@@ -291,7 +294,7 @@ func (m *Machine) record(t *term, err error, canceled bool) {
 		return
 	}
 	r.state = runRecording
-	m.send(Request{Kind: ReqPutValue, Gen: s.gen, Name: t.name, Token: t.token, Value: EncodeRecord(r.kind, at),
+	m.send(Request{Kind: ReqPutValue, Gen: s.gen, Name: t.c.name, Token: t.token, Value: EncodeRecord(r.kind, at),
 		Timeout: s.period}, &pendingReq{t: t})
 }
 
@@ -305,7 +308,7 @@ func (m *Machine) putValueDone(p *pendingReq, res Result) {
 			m.runFinished(t, true) // the store gave the lease away: no more runs in this term
 			return
 		}
-		m.event(Event{Kind: EventBackendError, Name: t.name, Token: t.token, Err: res.Err})
+		m.event(Event{Kind: EventBackendError, Name: t.c.name, Token: t.token, Err: res.Err})
 	}
 	m.runFinished(t, false)
 }

@@ -248,8 +248,8 @@ func (m *Machine) ownedDone(p *pendingReq, res Result) {
 		if c.removed || t == nil {
 			continue
 		}
-		if tok, ok := held[t.name]; ok && tok == t.token || t.sess != s || t.adopted >= p.seq || t.ended {
-			delete(held, t.name)
+		if tok, ok := held[t.c.name]; ok && tok == t.token || t.sess != s || t.adopted >= p.seq || t.ended {
+			delete(held, t.c.name)
 			continue
 		}
 		m.loseTerm(c, TakenOver)

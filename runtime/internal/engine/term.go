@@ -4,32 +4,31 @@ package engine
 // node owns a lease, from adoption to revocation, and what still refers to
 // it (a task, a scheduled run, callbacks) until the core forgets it.
 type term struct {
-	id      TermID
-	c       *contender
-	sess    *session
-	name    string
-	token   Token
-	ended   bool
-	reason  Reason
-	adopted uint64 // adoption sequence, to order against Owned reads
-	value   []byte // the lease's value at acquisition
+	id         TermID
+	c          *contender // its lease name is c.name
+	sess       *session
+	token      Token
+	adopted    uint64 // adoption sequence, to order against Owned reads
+	value      []byte // the lease's value at acquisition
+	releaseReq RequestID
+	run        *run // the schedule's runs, if the contender runs on one
+	timerSeq   uint64
 
 	revokeDeadline Mono // the session deadline when the hand-off began (H1)
-	taskRunning    bool // a task or a schedule's runs hold the hand-off (H1)
-	electedQueued  bool // the elected callback was dispatched
-	electedFailed  bool // ... and could not run (L6)
-	revokedQueued  bool // the revoked callback was dispatched
-	releaseReq     RequestID
 
-	run      *run  // the schedule's runs, if the contender runs on one
-	delay    uint8 // a partition's once-per-term task waits for its initial delay or step (delayTimer, delayRenewal)
-	timerSeq uint64
+	reason        Reason
+	ended         bool
+	taskRunning   bool  // a task or a schedule's runs hold the hand-off (H1)
+	electedQueued bool  // the elected callback was dispatched
+	electedFailed bool  // ... and could not run (L6)
+	revokedQueued bool  // the revoked callback was dispatched
+	delay         uint8 // a partition's once-per-term task waits for its initial delay or step (delayTimer, delayRenewal)
 }
 
 func (m *Machine) adopt(c *contender, s *session, token Token, value []byte) {
 	m.adoptSeq++
 	m.termSeq++
-	t := &term{id: m.termSeq, c: c, sess: s, name: c.name, token: token, adopted: m.adoptSeq, value: value}
+	t := &term{id: m.termSeq, c: c, sess: s, token: token, adopted: m.adoptSeq, value: value}
 	m.terms[t.id] = t
 	c.term, c.phase = t, phLeader
 	m.unwatch(c) // a holder waits for no release (S1)
@@ -83,13 +82,13 @@ func (m *Machine) revoke(t *term, r Reason) {
 	}
 	t.ended, t.reason = true, r
 	m.emit(Effect{Kind: EffTermEnded, Term: t.id, Reason: r})
-	revoked := Event{Kind: EventRevoked, Name: t.name, Token: t.token, Session: t.sess.id, Reason: r}
+	revoked := Event{Kind: EventRevoked, Name: t.c.name, Token: t.token, Session: t.sess.id, Reason: r}
 	if c := t.c; c.group != nil {
 		revoked.Group, revoked.Partition = c.group.name, c.part // as for EventElected
 	}
 	m.event(revoked)
 	if c := t.c; c.group != nil {
-		m.event(Event{Kind: EventPartitionLost, Name: t.name, Token: t.token, Session: t.sess.id, Reason: r,
+		m.event(Event{Kind: EventPartitionLost, Name: t.c.name, Token: t.token, Session: t.sess.id, Reason: r,
 			Group: c.group.name, Partition: c.part})
 	}
 	m.workEnds(t)
@@ -130,7 +129,7 @@ func (m *Machine) taskDone(t *term, err error, canceled bool) {
 		return
 	}
 	if err != nil && !(t.ended && canceled) {
-		m.event(Event{Kind: EventTaskFailed, Name: t.name, Token: t.token, Err: err})
+		m.event(Event{Kind: EventTaskFailed, Name: t.c.name, Token: t.token, Err: err})
 	}
 	m.taskEnded(t)
 }
@@ -171,7 +170,7 @@ func (m *Machine) dispatchFailed(c *contender, t *term, err error) {
 		return
 	}
 	t.electedFailed = true
-	m.event(Event{Kind: EventCallbackRejected, Name: t.name, Token: t.token, Err: err})
+	m.event(Event{Kind: EventCallbackRejected, Name: t.c.name, Token: t.token, Err: err})
 	if c.term == t && c.phase == phLeader && c.op == nil {
 		c.op = &stopOp{stepDown: true, cooldown: m.cfg.LeaseDuration, at: m.now}
 		m.handoff(c, SteppedDown)
