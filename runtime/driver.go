@@ -36,6 +36,10 @@ type registry struct {
 
 // started is the driver's half of an election, lock or schedule: what the
 // core names by ContenderID but must not hold.
+//
+// Only contenders with a listener or a task have one: a client holding a
+// million leases through elections without either, or through locks, keeps
+// no driver state per lease but its Terms.
 type started struct {
 	listener Listener     // nil if none
 	task     TaskFunc     // the task, or a schedule's run; nil if none
@@ -152,12 +156,12 @@ func (c *Client) perform(e *engine.Effect) {
 	case engine.EffSetDeadline:
 		d := c.deadlines[e.Gen]
 		if d == nil {
-			d = new(deadline)
+			d = &deadline{epoch: c.epoch}
 			c.deadlines[e.Gen] = d
 		}
 		d.set(e.At)
 	case engine.EffTermStarted:
-		t := newTerm(c, e.Name, e.Token, c.deadlines[e.Gen], c.now)
+		t := newTerm(c, e.Name, e.Token, c.deadlines[e.Gen])
 		t.id, t.lock = e.Term, e.Lock
 		c.terms[e.Term] = t
 	case engine.EffTermEnded:

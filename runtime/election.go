@@ -116,7 +116,10 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 	if o.taskEndCooldown < 0 {
 		return nil, &ConfigError{"WithTaskEndCooldown", o.taskEndCooldown.String(), ">= 0"}
 	}
-	st := &started{listener: l, task: o.task}
+	var st *started // none for an election without listener or task (see started)
+	if l != nil || o.task != nil {
+		st = &started{listener: l, task: o.task}
+	}
 	if l != nil {
 		st.queue = newSerialQueue(c.exec)
 	}
@@ -131,7 +134,9 @@ func (c *Client) startContender(op string, in engine.Start, st *started) (*Elect
 	var err error
 	c.apply(func(now mono) {
 		in.ID = engine.ContenderID(c.newID())
-		c.contenders[in.ID] = st
+		if st != nil {
+			c.contenders[in.ID] = st
+		}
 		if err = c.m.Step(now, in); err != nil {
 			delete(c.contenders, in.ID)
 		}

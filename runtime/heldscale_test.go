@@ -8,15 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/memory"
 	"github.com/simba-go/simba/runtime"
 )
 
 // BenchmarkHeldLeases measures what one client leading many elections costs
 // on the memory store: the heap per held lease (client and store together,
-// after a GC, against the heap before the client started), how long it
-// takes until every lease is held, and how long Close takes to hand them
-// all over. The number of leases is SIMBA_BENCH_LEASES (default 100,000):
+// after a GC, against the heap before the client started), the store's share
+// of it (the same leases acquired through one backend session, without a
+// client) and so the client's, how long it takes until every lease is held,
+// and how long Close takes to hand them all over. The number of leases is
+// SIMBA_BENCH_LEASES (default 100,000):
 //
 //	SIMBA_BENCH_LEASES=1000000 go test -run='^$' -bench=HeldLeases -benchtime=1x ./runtime/
 func BenchmarkHeldLeases(b *testing.B) {
@@ -62,9 +65,36 @@ func BenchmarkHeldLeases(b *testing.B) {
 		}
 		closed := time.Since(t1)
 		b.StopTimer()
+		store := storePerLease(b, n, heap)
 		b.ReportMetric(perLease, "B/lease")
+		b.ReportMetric(store, "store-B/lease")
+		b.ReportMetric(perLease-store, "client-B/lease")
 		b.ReportMetric(acquired.Seconds(), "s-to-hold-all")
 		b.ReportMetric(closed.Seconds(), "s-to-close")
-		b.Logf("%d leases: %.0f B per lease, all held after %v, closed in %v", n, perLease, acquired.Round(time.Millisecond), closed.Round(time.Millisecond))
+		b.Logf("%d leases: %.0f B per lease (client %.0f, store %.0f), all held after %v, closed in %v",
+			n, perLease, perLease-store, store, acquired.Round(time.Millisecond), closed.Round(time.Millisecond))
 	}
+}
+
+// storePerLease returns the heap per lease of a memory store holding n
+// leases named as the benchmark names them, acquired through one session
+// of the backend, without a client.
+func storePerLease(b *testing.B, n int, heap func() uint64) float64 {
+	ctx := context.Background()
+	before := heap()
+	st := memory.New()
+	s, _, err := st.OpenSession(ctx, backends.SessionOptions{TTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		if _, err := s.Acquire(ctx, "lease-"+strconv.Itoa(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perLease := float64(heap()-before) / float64(n)
+	if err := s.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return perLease
 }

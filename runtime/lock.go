@@ -56,9 +56,9 @@ func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error
 	c.applySync(ctx, name, func(now mono) {
 		id = engine.ContenderID(c.newID())
 		w, ch = c.newWaiter()
-		c.contenders[id] = &started{}
+		// A lock has no listener and no task: the driver keeps nothing of
+		// it beside the core's contender (see started).
 		if err = c.m.Step(now, engine.Start{ID: id, Name: name, Kind: engine.KindLock, TryOnce: once, Waiter: w}); err != nil {
-			delete(c.contenders, id)
 			delete(c.waiters, w)
 		}
 	})

@@ -57,8 +57,15 @@ func (r Reason) Error() string { return r.String() }
 type mono = time.Duration
 
 // deadline is a session's local deadline (D1), shared by the session's terms
-// so that Valid and Remaining are a load and a clock read (T3).
-type deadline struct{ at atomic.Int64 }
+// so that Valid and Remaining are a load and a clock read (T3). epoch is the
+// client's: the deadline is a point on the client's monotonic clock.
+type deadline struct {
+	at    atomic.Int64
+	epoch time.Time
+}
+
+// now returns the client's monotonic clock (see mono).
+func (d *deadline) now() mono { return time.Since(d.epoch) }
 
 func (d *deadline) get() mono  { return mono(d.at.Load()) }
 func (d *deadline) set(t mono) { d.at.Store(int64(t)) }
@@ -75,24 +82,38 @@ type Term struct {
 	name     string
 	token    Token
 	owner    *Client
-	deadline *deadline   // the session's; frozen once the session ended
-	now      func() mono // the client's monotonic clock
+	deadline *deadline // the session's; frozen once the session ended
 
 	ended    atomic.Bool
 	reason   atomic.Int32
-	rejected atomic.Bool // its elected callback could not be dispatched (L6)
-	done     chan struct{}
+	rejected atomic.Bool   // its elected callback could not be dispatched (L6)
+	lock     bool          // a lock's term, released with Unlock
+	id       engine.TermID // the engine's name for it
 
-	ctxMu  sync.Mutex // guards ctx and cancel, made at the first Context call
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-
-	id   engine.TermID // the engine's name for it
-	lock bool          // a lock's term, released with Unlock
+	mu  sync.Mutex   // guards sig, and its making and ending
+	sig *termSignals // made at the first Done or Context call
 }
 
-func newTerm(owner *Client, name string, token Token, d *deadline, now func() mono) *Term {
-	return &Term{name: name, token: token, owner: owner, deadline: d, now: now, done: make(chan struct{})}
+// termSignals are a term's Done channel and context, each made on demand: a
+// client leading a million elections whose terms nobody waits on keeps
+// neither.
+type termSignals struct {
+	done   chan struct{}
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func newTerm(owner *Client, name string, token Token, d *deadline) *Term {
+	return &Term{name: name, token: token, owner: owner, deadline: d}
+}
+
+// signals returns t's signals, making them if need be. The caller holds
+// t.mu.
+func (t *Term) signals() *termSignals {
+	if t.sig == nil {
+		t.sig = new(termSignals)
+	}
+	return t.sig
 }
 
 // Name returns the lease name.
@@ -104,7 +125,7 @@ func (t *Term) Token() Token { return t.token }
 // Valid reports whether the term has not ended and the session's local
 // deadline has not passed.
 func (t *Term) Valid() bool {
-	return !t.ended.Load() && t.now() < t.deadline.get()
+	return !t.ended.Load() && t.deadline.now() < t.deadline.get()
 }
 
 // Remaining returns the time left until the session's local deadline, or 0
@@ -113,7 +134,7 @@ func (t *Term) Remaining() time.Duration {
 	if t.ended.Load() {
 		return 0
 	}
-	return max(0, t.deadline.get()-t.now())
+	return max(0, t.deadline.get()-t.deadline.now())
 }
 
 // EnsureValid returns nil if the term stays valid for more than min, and a
@@ -130,7 +151,18 @@ func (t *Term) EnsureValid(min time.Duration) error {
 }
 
 // Done returns a channel that is closed, exactly once, when the term ends.
-func (t *Term) Done() <-chan struct{} { return t.done }
+func (t *Term) Done() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.signals()
+	if s.done == nil {
+		s.done = make(chan struct{})
+		if t.ended.Load() {
+			close(s.done)
+		}
+	}
+	return s.done
+}
 
 // Reason returns why the term ended, or [ReasonNotEnded]. A term whose deadline
 // passed reads ReasonNotEnded until the engine revokes it, which it does at the
@@ -142,15 +174,16 @@ func (t *Term) Reason() Reason { return Reason(t.reason.Load()) }
 // known in advance.
 func (t *Term) Context() context.Context {
 	// Made on demand: a lock's term is often never asked for one.
-	t.ctxMu.Lock()
-	defer t.ctxMu.Unlock()
-	if t.ctx == nil {
-		t.ctx, t.cancel = context.WithCancelCause(context.Background())
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.signals()
+	if s.ctx == nil {
+		s.ctx, s.cancel = context.WithCancelCause(context.Background())
 		if t.ended.Load() {
-			t.cancel(t.Reason())
+			s.cancel(t.Reason())
 		}
 	}
-	return t.ctx
+	return s.ctx
 }
 
 // String returns "name#token".
@@ -163,12 +196,16 @@ func (t *Term) end(r Reason) bool {
 		return false
 	}
 	t.reason.Store(int32(r))
-	t.ctxMu.Lock()
+	t.mu.Lock()
 	t.ended.Store(true)
-	if t.cancel != nil {
-		t.cancel(r)
+	if s := t.sig; s != nil {
+		if s.cancel != nil {
+			s.cancel(r)
+		}
+		if s.done != nil {
+			close(s.done)
+		}
 	}
-	t.ctxMu.Unlock()
-	close(t.done)
+	t.mu.Unlock()
 	return true
 }
