@@ -15,7 +15,8 @@ import (
 // Unlock waits for its acquire or release anyway, so its goroutine makes
 // the call, when its context cannot end before the call's own deadline
 // (D2) — then waiting on the call is waiting for what the caller waits for.
-// Either way the call's deadline is counted from when the core sent it.
+// Either way the call's deadline is counted from when the core sent it,
+// or, for a lease call that waited for a goroutine, from when one took it.
 
 // Lease calls — acquires, releases and value writes, one per lease — run on
 // at most maxLeaseCalls goroutines at once; the others wait in order, and a
@@ -24,7 +25,20 @@ import (
 // client that starts a million elections at once must still renew its
 // session in time (one goroutine per call had a million goroutines, and the
 // keep-alive, queue behind a million acquires for the store).
+//
+// A queued call's deadline (D2) counts from when a goroutine takes it, so
+// that a storm of calls goes through at the store's pace: counted from when
+// the core sent it, every call beyond the first few seconds' worth expired
+// in the queue, and the elections retried in waves (a client starting a
+// million elections on Redis held 580,000 after five minutes). A queued
+// call the core no longer wants (an acquire whose election stopped meanwhile,
+// a client closing during the storm) is answered without being made
+// (engine.Machine.Wanted), up to maxUnwantedPerStep per step of the core.
 const maxLeaseCalls = 128
+
+// maxUnwantedPerStep bounds the queued calls one step of the core answers
+// without making them, so that the driver's lock is never held for long.
+const maxUnwantedPerStep = 1024
 
 // leaseCall reports whether requests of kind k are lease calls.
 func leaseCall(k engine.ReqKind) bool {
@@ -36,7 +50,7 @@ func leaseCall(k engine.ReqKind) bool {
 type pendingCall struct {
 	req      engine.Request
 	s        backends.Session // nil for an open or a store-clock read
-	deadline time.Time        // when the request was sent, plus its timeout (D2)
+	deadline time.Time        // when the request was sent, or taken from the queue, plus its timeout (D2)
 }
 
 // inline is what the driver keeps for the API caller whose input is being
@@ -70,23 +84,16 @@ func (c *Client) send(req engine.Request, s backends.Session) {
 
 // call performs one backend request on a goroutine of its own and hands
 // the reply to the core; a lease call's goroutine then performs the lease
-// calls queued meanwhile, one after the other. Each call's deadline runs
-// from when the core sent it, queued or not (D2).
+// calls queued meanwhile, one after the other, each with its whole timeout
+// from when the goroutine takes it (D2).
 func (c *Client) call(p pendingCall) {
 	skip := false
 	for {
 		var res engine.Result
 		var opened backends.Session
-		switch {
-		case skip:
+		if skip {
 			res.Err = errNotSent
-		case !time.Now().Before(p.deadline):
-			// Its deadline passed while it waited: made now, it would fail
-			// with an outcome unknown (and a grant the store made might
-			// then have to be found and released); not made, it surely
-			// did nothing.
-			res.Err = errWaitedTooLong
-		default:
+		} else {
 			res, opened = c.invoke(p)
 		}
 		var next pendingCall
@@ -94,7 +101,7 @@ func (c *Client) call(p pendingCall) {
 		c.apply(func(now mono) {
 			c.replied(now, p.req, res, opened)
 			if leaseCall(p.req.Kind) {
-				next, more = c.nextQueued()
+				next, more = c.nextQueued(now)
 				skip = c.shutdown // the core has closed: it wants no more calls
 			}
 		})
@@ -103,6 +110,7 @@ func (c *Client) call(p pendingCall) {
 			return
 		}
 		p = next
+		p.deadline = time.Now().Add(p.req.Timeout)
 	}
 }
 
@@ -110,27 +118,34 @@ func (c *Client) call(p pendingCall) {
 // because the client closed first.
 var errNotSent = fmt.Errorf("simba: the call was not made: %w", ErrClosed)
 
-// errWaitedTooLong is the reply to a queued lease call whose deadline
-// passed before a goroutine was free to make it (D2): it was never made.
-var errWaitedTooLong = fmt.Errorf("simba: the call was not made: it waited for the client's other calls until its deadline: %w",
-	context.DeadlineExceeded)
-
-// nextQueued takes the oldest queued lease call for a goroutine that has
-// finished one, or gives the goroutine's place up if none waits. The caller
-// holds c.mu.
-func (c *Client) nextQueued() (pendingCall, bool) {
-	if len(c.queued) == 0 {
-		c.leaseCalls--
-		return pendingCall{}, false
+// nextQueued takes the oldest queued lease call the core still wants for a
+// goroutine that has finished one, or gives the goroutine's place up if
+// none waits. Calls the core no longer wants are answered on the way,
+// without being made (at most maxUnwantedPerStep; the goroutine then takes
+// the next one whatever it is). The caller holds c.mu.
+func (c *Client) nextQueued(now mono) (pendingCall, bool) {
+	for answered := 0; ; answered++ {
+		if len(c.queued) == 0 {
+			c.leaseCalls--
+			return pendingCall{}, false
+		}
+		p := c.queued[0]
+		c.queued[0] = pendingCall{}
+		c.queued = c.queued[1:]
+		if len(c.queued) == 0 {
+			c.queued = nil // let the array go
+		}
+		if answered == maxUnwantedPerStep || c.shutdown || c.m.Wanted(p.req.ID) {
+			return p, true
+		}
+		c.replied(now, p.req, engine.Result{Err: errNotMade}, nil)
+		c.wg.Done()
 	}
-	p := c.queued[0]
-	c.queued[0] = pendingCall{}
-	c.queued = c.queued[1:]
-	if len(c.queued) == 0 {
-		c.queued = nil // let the array go
-	}
-	return p, true
 }
+
+// errNotMade is the reply to a queued lease call the core no longer wanted
+// when a goroutine was free to make it.
+var errNotMade = fmt.Errorf("simba: %w", engine.ErrNotMade)
 
 // applySync is apply for an API caller that waits for the lease name with
 // ctx: the acquires and releases of name that the input (and their replies)

@@ -199,6 +199,8 @@ func (m *Machine) acquireDone(p *pendingReq, res Result) {
 		if live {
 			m.sessionLost(SessionExpired)
 		}
+	case errors.Is(res.Err, ErrNotMade):
+		// Abandoned, and never made: nothing happened at the store.
 	default:
 		m.event(Event{Kind: EventBackendError, Name: c.name, Err: res.Err})
 	}

@@ -21,11 +21,16 @@ type closeOp struct {
 	id          backends.SessionID // and id
 
 	// The contenders of the kind being stopped that are still to be
-	// stopped, in order. They are stopped while fewer than closeBatch
-	// requests are in flight, as many as fill that room, so that no input
-	// stops a million at once (its effects held in memory together, the
-	// driver's lock held meanwhile, the session's renewal waiting behind
-	// it) and releases do not pile up past their deadlines. While some wait
+	// stopped, in order. A leader's stop releases its lease: leaders are
+	// stopped while fewer than closeBatch requests are in flight, as many
+	// as fill that room, so that releases do not pile up past their
+	// deadlines. A candidate's stop sends nothing (its attempt in flight, if
+	// any, is abandoned, and the driver does not make it if it has not yet:
+	// Wanted), so candidates need no room — a Close during a storm of
+	// acquires must not wait for them. No input stops more than closeBatch
+	// leaders or closeStepMax contenders, so that no input stops a million
+	// at once (its effects held in memory together, the driver's lock held
+	// meanwhile, the session's renewal waiting behind it). While some wait
 	// and there is room, the core asks to be woken at once (nextWake).
 	queue []*contender
 
@@ -33,8 +38,15 @@ type closeOp struct {
 }
 
 // closeBatch bounds the requests in flight while a Close stops its
-// contenders, and so the contenders one input stops.
+// contenders, and so the leaders one input stops.
 const closeBatch = 256
+
+// closeStepMax bounds the contenders one input of a Close stops.
+const closeStepMax = 4 * closeBatch
+
+// stopNeedsRoom reports whether stopping c during a Close sends a request
+// (a leader releases its lease, now or once its task returned).
+func stopNeedsRoom(c *contender) bool { return c.phase == phLeader }
 
 // maxCloseErrors bounds the failures a Close reports one by one.
 const maxCloseErrors = 8
@@ -48,9 +60,11 @@ func (op *closeOp) fail(err error) {
 	}
 }
 
-// stopMore reports whether a Close has contenders to stop and room for them.
+// stopMore reports whether a Close has contenders to stop and room for the
+// next.
 func (m *Machine) stopMore() bool {
-	return m.closing != nil && len(m.closing.queue) > 0 && len(m.pending) < closeBatch
+	return m.closing != nil && len(m.closing.queue) > 0 &&
+		(len(m.pending) < closeBatch || !stopNeedsRoom(m.closing.queue[0]))
 }
 
 // close starts closing the client.
@@ -97,11 +111,15 @@ func (m *Machine) closeStep() {
 		}
 		if len(op.queue) > 0 {
 			room := closeBatch - len(m.pending)
-			if room <= 0 {
-				return // the replies come back here
-			}
-			n := min(room, len(op.queue))
-			for _, c := range op.queue[:n] {
+			n := 0
+			for ; n < len(op.queue) && n < closeStepMax; n++ {
+				c := op.queue[n]
+				if stopNeedsRoom(c) {
+					if room <= 0 {
+						break // the replies come back here
+					}
+					room--
+				}
 				m.stop(c, false, 0, 0) // a stop overrides a step-down in progress
 			}
 			clear(op.queue[:n])

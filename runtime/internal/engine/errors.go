@@ -14,6 +14,10 @@ var (
 	// ErrNameInUse reports a name already started on this client by an
 	// election, a lock, a schedule or a partition group (L8).
 	ErrNameInUse = errors.New("name already in use on this client")
+
+	// ErrNotMade is the result a driver gives a request it did not make
+	// because the core no longer wanted it (see [Machine.Wanted]).
+	ErrNotMade = errors.New("the call was not made: the client no longer wanted it")
 )
 
 // heldHere is the error of a TryLock while another Lock of this client holds

@@ -24,6 +24,17 @@ func (m *Machine) Session() (gen uint64, id backends.SessionID, period time.Dura
 	return 0, "", 0, false
 }
 
+// Wanted reports whether the core still wants request id made: it was sent
+// and is not answered, and it is not an acquire whose election abandoned it
+// (a Stop, a step-down or a Close while it was in flight; A3). A driver
+// that queues requests asks before it makes one, and answers one the core
+// no longer wants with [ErrNotMade] instead: under a start storm a Close
+// must not wait for a million acquires that nobody wants any more.
+func (m *Machine) Wanted(id RequestID) bool {
+	p, ok := m.pending[id]
+	return ok && !(p.req.Kind == ReqAcquire && p.abandoned)
+}
+
 // LeaderTerm returns contender id's term while it leads.
 func (m *Machine) LeaderTerm(id ContenderID) (TermID, bool) {
 	if c := m.byID[id]; c != nil && c.phase == phLeader {
