@@ -13,16 +13,22 @@ import (
 // elections neither builds a million effects in one step nor lets releases
 // wait past their deadlines behind each other; every lease is released,
 // then the session closed. A Close whose releases all fail reports the
-// first maxCloseErrors failures and counts the rest.
+// first maxCloseErrors failures and counts the rest. (One election's task
+// is running when the Close begins, so it is not a bulk Close.)
 func TestMachineCloseInBatches(t *testing.T) {
 	h := newHarness(t, testCfg)
 	h.open()
 	const n = 3*closeBatch + 10
-	for i := range n {
+	busy := h.win(h.startElection("busy", false, true), 1)
+	for i := range n - 1 {
 		c := h.startElection(fmt.Sprintf("lease-%d", i), false, false)
-		h.win(c, Token(i+1))
+		h.win(c, Token(i+2))
 	}
 	h.step(Close{Waiter: 1})
+	if h.m.closing == nil || h.m.closing.bulk {
+		t.Fatalf("a Close with a task running is a bulk Close")
+	}
+	h.step(TaskDone{Term: busy.id, Canceled: true})
 	released := map[string]bool{}
 	inFlight := func() int {
 		k := 0
@@ -71,5 +77,58 @@ func TestMachineCloseInBatches(t *testing.T) {
 	}
 	if want := fmt.Sprintf("and %d more", n-maxCloseErrors); !strings.Contains(err.Error(), want) {
 		t.Errorf("Close = %v; want it to end with %q", err, want)
+	}
+}
+
+// H1, S4, L3: a Close of a client leading more than closeBatch leases, with
+// no task running, is a bulk Close: it revokes every term and lets the
+// session's close release them all (the store frees a closed session's
+// leases at once), rather than sending a release each; every revoked
+// callback comes after the close is answered, and the Close completes once
+// they have all run.
+func TestMachineBulkClose(t *testing.T) {
+	h := newHarness(t, testCfg)
+	h.open()
+	const n = 3*closeBatch + 10
+	var cs []*contender
+	for i := range n {
+		c := h.startElection(fmt.Sprintf("lease-%d", i), true, false)
+		h.win(c, Token(i+1))
+		cs = append(cs, c)
+	}
+	for _, c := range cs { // the elected callbacks ran
+		h.step(CallbackDone{ID: c.id})
+	}
+	elected := len(h.dispatched)
+	h.step(Close{Waiter: 1})
+	for steps := 0; !h.has(ReqClose); steps++ {
+		if steps > n {
+			t.Fatalf("the bulk Close made no progress")
+		}
+		if h.has(ReqRelease) {
+			t.Fatalf("a bulk Close sent a release: %v", h.take(ReqRelease))
+		}
+		h.advanceTo(h.now)
+	}
+	for _, ht := range h.terms {
+		if !ht.ended || ht.reason != Stopped {
+			t.Fatalf("term %v not revoked (%v) before the session's close was sent", ht, ht.reason)
+		}
+	}
+	if got := len(h.dispatched) - elected; got != 0 {
+		t.Fatalf("%d revoked callbacks dispatched before the session's close was answered; want none (H1: release first)", got)
+	}
+	h.reply(h.take(ReqClose), Result{})
+	if got := len(h.dispatched) - elected; got != n {
+		t.Fatalf("%d revoked callbacks dispatched after the close; want %d", got, n)
+	}
+	for i, c := range cs {
+		if len(h.completed) != 0 {
+			t.Fatalf("Close completed with %d revoked callbacks still to run (L3)", n-i)
+		}
+		h.step(CallbackDone{ID: c.id})
+	}
+	if len(h.completed) != 1 || h.completed[0].Err != nil {
+		t.Fatalf("completions %v; want the Close's, without error", h.completed)
 	}
 }

@@ -89,6 +89,9 @@ func (m *Machine) release(c *contender) {
 		return
 	}
 	s.released[t.c.name] = max(s.released[t.c.name], t.token)
+	if m.deferRelease(c) {
+		return
+	}
 	t.releaseReq = m.send(Request{Kind: ReqRelease, Gen: s.gen, Name: t.c.name, Token: m.releaseToken(t.token), Timeout: s.period},
 		&pendingReq{c: c, t: t})
 }
@@ -117,6 +120,9 @@ func (m *Machine) releaseDone(p *pendingReq, res Result) {
 // stop or step-down completes once every callback has run (L3).
 func (m *Machine) afterRelease(c *contender) {
 	t := c.term
+	if t.releaseReq == bulkRelease {
+		m.handedOffDeferred(c)
+	}
 	if mutant == "release-before-revoke" {
 		m.revoke(t, Stopped)
 	}
