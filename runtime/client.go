@@ -203,6 +203,11 @@ func (c *Client) inside(ctx context.Context) bool {
 //
 // A task that ignores its cancellation is waited for only until its term's
 // validity runs out (H2); after that it is the caller's.
+//
+// A client leading more than 256 leases outside partition groups, with no
+// task or scheduled run in progress, hands them over in bulk: it revokes
+// every term and lets the session's close release them all at once, rather
+// than one release each; each revoked callback still follows the release.
 func (c *Client) Close(ctx context.Context) error {
 	if err := c.await(ctx, func(w engine.Waiter) engine.Input { return engine.Close{Waiter: w} }); err != nil {
 		return fmt.Errorf("simba: close: %w", err)

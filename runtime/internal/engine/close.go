@@ -135,10 +135,16 @@ func (op *closeOp) fail(err error) {
 }
 
 // stopMore reports whether a Close has contenders to stop and room for the
-// next.
+// next, or deferred hand-offs to finish after its session's close.
 func (m *Machine) stopMore() bool {
-	return m.closing != nil && len(m.closing.queue) > 0 &&
-		(len(m.pending) < closeBatch || !m.stopNeedsRoom(m.closing.queue[0]))
+	op := m.closing
+	if op == nil {
+		return false
+	}
+	if op.sessionClosed && len(op.deferred) > 0 {
+		return true
+	}
+	return len(op.queue) > 0 && (len(m.pending) < closeBatch || !m.stopNeedsRoom(op.queue[0]))
 }
 
 // close starts closing the client.
@@ -160,6 +166,30 @@ func (m *Machine) closeStep() {
 	// Each kind is stopped once, when its turn comes; then the counts tell
 	// when it is done, so that each input costs O(1) while closing.
 	op := m.closing
+	if op.sessionSent {
+		// Every kind was handed over before the session's close was sent.
+		if !op.sessionClosed {
+			return
+		}
+		// The deferred releases are done: their revoked callbacks follow
+		// (H1), closeStepMax hand-offs per input, and the Close completes
+		// once the callbacks have run (L3).
+		n := min(len(op.deferred), closeStepMax)
+		for _, c := range op.deferred[:n] {
+			if t := c.term; t != nil && t.releaseReq == bulkRelease && c.phase == phHandoff {
+				m.afterRelease(c)
+			}
+		}
+		clear(op.deferred[:n])
+		if op.deferred = op.deferred[n:]; len(op.deferred) > 0 {
+			return
+		}
+		op.deferred = nil
+		if m.noneActive() {
+			m.finishClose()
+		}
+		return
+	}
 	for _, name := range slices.Sorted(maps.Keys(m.lockQueue)) {
 		for _, c := range m.lockQueue[name] {
 			c.waiting = false
@@ -207,12 +237,6 @@ func (m *Machine) closeStep() {
 			return
 		}
 	}
-	if op.sessionSent {
-		if op.sessionClosed && m.noneActive() {
-			m.finishClose() // the deferred hand-offs' callbacks have run
-		}
-		return
-	}
 	if s := m.sess; s != nil {
 		op.sessionSent, op.gen, op.id = true, s.gen, s.id
 		s.ended = true
@@ -235,18 +259,7 @@ func (m *Machine) closeDone(p *pendingReq, res Result) {
 		// The store keeps what the session held until it expires.
 		op.fail(fmt.Errorf("session %s not closed (what it holds stays taken until it expires): %w", op.id, res.Err))
 	}
-	op.sessionClosed = true
-	// The deferred releases are done: their revoked callbacks follow (H1),
-	// and the Close completes once they have run (L3).
-	for _, c := range op.deferred {
-		if t := c.term; t != nil && t.releaseReq == bulkRelease && c.phase == phHandoff {
-			m.afterRelease(c)
-		}
-	}
-	op.deferred = nil
-	if m.noneActive() {
-		m.finishClose()
-	}
+	op.sessionClosed = true // closeStep goes on
 }
 
 func (m *Machine) finishClose() {
