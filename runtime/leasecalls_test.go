@@ -75,16 +75,8 @@ func TestLeaseCallsAreBounded(t *testing.T) {
 		g := &gatedBackend{Backend: memory.New(), gate: make(chan struct{})}
 		c := newClient(t, g)
 		defer closeClient(t, c)
-		if err := c.Ready(context.Background()); err != nil {
-			t.Fatal(err)
-		}
 		const n = 1000
-		for i := range n {
-			if _, err := c.StartElection("lease-"+strconv.Itoa(i), nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		synctest.Wait()
+		startStorm(t, c, n)
 		renewed := g.renewals.Load()
 		if made := g.acquiring.Load(); made != runtime.MaxLeaseCalls {
 			t.Errorf("%d acquires made at once; want %d", made, runtime.MaxLeaseCalls)
@@ -141,16 +133,8 @@ func TestUnwantedQueuedCallsAreNotMade(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Ready(context.Background()); err != nil {
-			t.Fatal(err)
-		}
 		const n = 1000
-		for i := range n {
-			if _, err := c.StartElection("lease-"+strconv.Itoa(i), nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		synctest.Wait()
+		startStorm(t, c, n)
 		closed := make(chan error, 1)
 		go func() { closed <- c.Close(context.Background()) }()
 		synctest.Wait()
@@ -171,4 +155,20 @@ func TestUnwantedQueuedCallsAreNotMade(t *testing.T) {
 			t.Errorf("%d backend errors reported for lease calls; want none (calls not made are not failures)", e)
 		}
 	})
+}
+
+// startStorm waits until c's session is open, starts n elections at once,
+// and waits until the client's goroutines are blocked (in a synctest
+// bubble).
+func startStorm(t *testing.T, c *runtime.Client, n int) {
+	t.Helper()
+	if err := c.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := c.StartElection("lease-"+strconv.Itoa(i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	synctest.Wait()
 }
