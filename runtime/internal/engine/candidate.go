@@ -12,15 +12,11 @@ import (
 // election, a lock, a schedule or a group's partition. It moves through
 // candidate → leader → (hand-off →) candidate or done.
 type contender struct {
-	id              ContenderID
-	name            string
-	sched           *Schedule           // KindSchedule: when runs happen; nil otherwise
-	status          *RunStatus          // KindSchedule, scheduled partitions: the runs so far
-	taskEndCooldown time.Duration       // step-down cooldown when the task returns early
-	lockW           Waiter              // Lock/TryLock: who gets the term
-	refusal         *backends.HeldError // the last refused attempt's holder, if any
-	group           *group              // the partition's group, if this is a partition
-	part            int                 // the partition index
+	id    ContenderID
+	name  string
+	x     *contenderExtra // what only some contenders have; nil for most
+	group *group          // the partition's group, if this is a partition
+	part  int             // the partition index
 
 	attempt       RequestID // in-flight acquire, 0 if none
 	watchGen      uint64    // the session generation whose releases of name it watches, 0 if none
@@ -44,6 +40,56 @@ type contender struct {
 	removed  bool
 }
 
+// contenderExtra is what only some contenders have — schedules, locks,
+// elections with a task, candidates refused — kept apart so that the
+// contender of a plain election is small: a client may lead a million.
+type contenderExtra struct {
+	sched           Schedule            // KindSchedule: when runs happen
+	status          *RunStatus          // KindSchedule: the runs so far
+	taskEndCooldown time.Duration       // a task's: step-down cooldown when it returns early
+	lockW           Waiter              // Lock/TryLock: who gets the term
+	refusal         *backends.HeldError // the last refused attempt's holder, if any
+}
+
+// extra returns c's extra fields, making them if need be.
+func (c *contender) extra() *contenderExtra {
+	if c.x == nil {
+		c.x = new(contenderExtra)
+	}
+	return c.x
+}
+
+// waiter returns the Lock or TryLock waiting for c's term, 0 if none.
+func (c *contender) waiter() Waiter {
+	if c.x == nil {
+		return 0
+	}
+	return c.x.lockW
+}
+
+// clearWaiter forgets c's waiter.
+func (c *contender) clearWaiter() {
+	if c.x != nil {
+		c.x.lockW = 0
+	}
+}
+
+// refused returns the holder that refused c's last attempt, if any.
+func (c *contender) refused() *backends.HeldError {
+	if c.x == nil {
+		return nil
+	}
+	return c.x.refusal
+}
+
+// runStatus returns c's runs so far if it is a schedule, or nil.
+func (c *contender) runStatus() *RunStatus {
+	if c.x == nil {
+		return nil
+	}
+	return c.x.status
+}
+
 type phase uint8
 
 const (
@@ -65,11 +111,16 @@ func (m *Machine) start(in Start) error {
 	if in.ID == 0 || in.ID&PartitionBit != 0 || m.byID[in.ID] != nil {
 		panic(fmt.Sprintf("engine: Start with id %d, zero, a partition's or in use", in.ID))
 	}
-	c := &contender{id: in.ID, name: in.Name, kind: in.Kind, listener: in.Listener, task: in.Task,
-		taskEndCooldown: in.TaskEndCooldown, tryOnce: in.TryOnce, lockW: in.Waiter}
+	c := &contender{id: in.ID, name: in.Name, kind: in.Kind, listener: in.Listener, task: in.Task, tryOnce: in.TryOnce}
+	if (in.Task || in.Kind == KindSchedule) && in.TaskEndCooldown != 0 {
+		c.extra().taskEndCooldown = in.TaskEndCooldown
+	}
+	if in.Waiter != 0 {
+		c.extra().lockW = in.Waiter
+	}
 	if in.Kind == KindSchedule {
-		sched := in.Schedule
-		c.sched, c.status, c.task = &sched, &RunStatus{}, true
+		x := c.extra()
+		x.sched, x.status, c.task = in.Schedule, &RunStatus{}, true
 	}
 	if ex, dup := m.byName[c.name]; dup && ex.kind == KindLock && c.kind == KindLock {
 		// Locks of one name on one client take turns, first come, first
@@ -189,7 +240,7 @@ func (m *Machine) acquireDone(p *pendingReq, res Result) {
 		// when the store handled the call, before now; allow for Drift.
 		var he *backends.HeldError
 		if errors.As(res.Err, &he) {
-			c.refusal = he
+			c.extra().refusal = he
 		}
 		if he != nil && he.Holder.Remaining > 0 {
 			wait := time.Duration(float64(he.Holder.Remaining)*(1+m.cfg.Drift)) + time.Millisecond
@@ -216,11 +267,11 @@ func (m *Machine) acquireDone(p *pendingReq, res Result) {
 	}
 	if c.tryOnce && res.Err != nil && !errors.Is(res.Err, backends.ErrSessionExpired) {
 		err := res.Err
-		if c.refusal != nil {
-			err = c.refusal // "held by …": the backend's prefix adds nothing
+		if r := c.refused(); r != nil {
+			err = r // "held by …": the backend's prefix adds nothing
 		}
-		m.complete(c.lockW, 0, fmt.Errorf("simba: lock %q: %w", c.name, err))
-		c.lockW = 0
+		m.complete(c.waiter(), 0, fmt.Errorf("simba: lock %q: %w", c.name, err))
+		c.clearWaiter()
 		m.stop(c, false, 0, 0)
 		return
 	}

@@ -194,7 +194,7 @@ func (m *Machine) closeStep() {
 		for _, c := range m.lockQueue[name] {
 			c.waiting = false
 			delete(m.byID, c.id)
-			m.complete(c.lockW, 0, fmt.Errorf("simba: lock %q: %w", name, ErrClosed))
+			m.complete(c.waiter(), 0, fmt.Errorf("simba: lock %q: %w", name, ErrClosed))
 		}
 		delete(m.lockQueue, name)
 	}

@@ -38,9 +38,9 @@ func (m *Machine) stop(c *contender, stepDown bool, cooldown time.Duration, w Wa
 	if c.attempt != 0 {
 		m.pending[c.attempt].abandoned = true
 	}
-	if c.lockW != 0 {
-		m.complete(c.lockW, 0, fmt.Errorf("simba: lock %q: %w", c.name, ErrClosed))
-		c.lockW = 0
+	if w := c.waiter(); w != 0 {
+		m.complete(w, 0, fmt.Errorf("simba: lock %q: %w", c.name, ErrClosed))
+		c.clearWaiter()
 	}
 	if c.phase == phLeader {
 		reason := Stopped
@@ -174,7 +174,7 @@ func (m *Machine) unlock(id TermID, w Waiter) {
 func (m *Machine) abandon(c *contender) {
 	if c.waiting {
 		c.waiting = false
-		c.lockW = 0
+		c.clearWaiter()
 		delete(m.byID, c.id)
 		q := slices.DeleteFunc(m.lockQueue[c.name], func(x *contender) bool { return x == c })
 		if len(q) == 0 {
@@ -184,9 +184,9 @@ func (m *Machine) abandon(c *contender) {
 		}
 		return
 	}
-	if c.lockW == 0 {
+	if c.waiter() == 0 {
 		return
 	}
-	c.lockW = 0
+	c.clearWaiter()
 	m.stop(c, false, 0, 0)
 }

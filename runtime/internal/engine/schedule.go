@@ -100,16 +100,17 @@ func (c *contender) spec() (Schedule, *RunStatus) {
 	if g := c.group; g != nil {
 		return g.sched, g.status[c.part]
 	}
-	if c.sched == nil {
-		return Schedule{}, c.status
+	if c.x == nil {
+		return Schedule{}, nil
 	}
-	return *c.sched, c.status
+	return c.x.sched, c.x.status
 }
 
 // startWork starts what c does with its new term t: a task at once, a
 // group's once-per-term task after its initial delay and step check, or a
-// schedule's planner.
-func (m *Machine) startWork(c *contender, t *term) {
+// schedule's planner, which reads the last slot recorded in value, the
+// lease's value at acquisition.
+func (m *Machine) startWork(c *contender, t *term, value []byte) {
 	s, status := c.spec()
 	switch {
 	case c.kind == KindSchedule || c.group != nil && !s.Once():
@@ -117,7 +118,7 @@ func (m *Machine) startWork(c *contender, t *term) {
 		if s.Delay > 0 {
 			r.kind = "delay"
 		}
-		r.last, r.hasLast = DecodeRecord(t.value, r.kind)
+		r.last, r.hasLast = DecodeRecord(value, r.kind)
 		t.run = r
 		m.planRun(t)
 	case c.group != nil && s.Initial > 0:

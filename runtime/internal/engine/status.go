@@ -53,7 +53,7 @@ func (m *Machine) Stopped(id ContenderID) bool {
 // any.
 func (m *Machine) Refusal(id ContenderID) *backends.HeldError {
 	if c := m.byID[id]; c != nil {
-		return c.refusal
+		return c.refused()
 	}
 	return nil
 }
@@ -79,8 +79,8 @@ func (m *Machine) HeldPartitions(id GroupID) []int {
 
 // ScheduleStatus returns the runs of schedule id so far.
 func (m *Machine) ScheduleStatus(id ContenderID) (RunStatus, bool) {
-	if c := m.byID[id]; c != nil && c.status != nil {
-		return *c.status, true
+	if c := m.byID[id]; c != nil && c.runStatus() != nil {
+		return *c.runStatus(), true
 	}
 	return RunStatus{}, false
 }
@@ -173,8 +173,8 @@ func (m *Machine) Status(now Mono) Status {
 			continue
 		}
 		ls := LeaseStatus{ID: c.id, Name: c.name, Lock: c.kind == KindLock}
-		if c.status != nil {
-			cp := *c.status
+		if rs := c.runStatus(); rs != nil {
+			cp := *rs
 			ls.Schedule = &cp
 		}
 		switch {

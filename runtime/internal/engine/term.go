@@ -1,5 +1,7 @@
 package engine
 
+import "time"
+
 // term is the core's record of one term (T2): a period during which this
 // node owns a lease, from adoption to revocation, and what still refers to
 // it (a task, a scheduled run, callbacks) until the core forgets it.
@@ -9,7 +11,6 @@ type term struct {
 	sess       *session
 	token      Token
 	adopted    uint64 // adoption sequence, to order against Owned reads
-	value      []byte // the lease's value at acquisition
 	releaseReq RequestID
 	run        *run // the schedule's runs, if the contender runs on one
 	timerSeq   uint64
@@ -28,7 +29,7 @@ type term struct {
 func (m *Machine) adopt(c *contender, s *session, token Token, value []byte) {
 	m.adoptSeq++
 	m.termSeq++
-	t := &term{id: m.termSeq, c: c, sess: s, token: token, adopted: m.adoptSeq, value: value}
+	t := &term{id: m.termSeq, c: c, sess: s, token: token, adopted: m.adoptSeq}
 	m.terms[t.id] = t
 	c.term, c.phase = t, phLeader
 	m.unwatch(c) // a holder waits for no release (S1)
@@ -44,16 +45,16 @@ func (m *Machine) adopt(c *contender, s *session, token Token, value []byte) {
 	if g := c.group; g != nil {
 		m.event(Event{Kind: EventPartitionGained, Name: c.name, Token: token, Session: s.id, Group: g.name, Partition: c.part})
 	}
-	if c.lockW != 0 {
-		m.complete(c.lockW, t.id, nil)
-		c.lockW = 0
+	if w := c.waiter(); w != 0 {
+		m.complete(w, t.id, nil)
+		c.clearWaiter()
 	}
 	if c.listener {
 		t.electedQueued = true
 		m.dispatch(c, t, true)
 	}
 	if c.task {
-		m.startWork(c, t)
+		m.startWork(c, t, value)
 	}
 }
 
@@ -147,7 +148,11 @@ func (m *Machine) taskEnded(t *term) {
 	case c.phase == phHandoff && c.term == t && t.releaseReq == 0:
 		m.release(c)
 	case c.phase == phLeader && c.term == t && !t.ended && m.now < t.sess.deadline && c.group == nil:
-		m.stop(c, true, c.taskEndCooldown, 0)
+		var cooldown time.Duration
+		if c.x != nil {
+			cooldown = c.x.taskEndCooldown
+		}
+		m.stop(c, true, cooldown, 0)
 	default:
 		m.wake(c)
 	}
