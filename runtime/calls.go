@@ -72,7 +72,20 @@ func (c *Client) send(req engine.Request, s backends.Session) {
 		in.calls = append(in.calls, p)
 		return
 	}
-	if leaseCall(req.Kind) {
+	if lk := c.lockers[req.Name]; lk != nil && req.Kind == engine.ReqAcquire && (lk.until.IsZero() || !lk.until.Before(p.deadline)) {
+		select {
+		case lk.calls <- p:
+			return
+		default:
+		}
+	}
+	c.startCall(p)
+}
+
+// startCall starts a goroutine for p, or queues it behind the lease calls in
+// flight. The caller holds c.mu.
+func (c *Client) startCall(p pendingCall) {
+	if leaseCall(p.req.Kind) {
 		if c.leaseCalls >= maxLeaseCalls {
 			c.queued = append(c.queued, p)
 			return
@@ -158,7 +171,13 @@ func (c *Client) applySync(ctx context.Context, name string, input func(now mono
 		return
 	}
 	var buf [4]pendingCall
-	calls := c.applyInline(name, until, input, buf[:0])
+	c.makeCalls(name, until, c.applyInline(name, until, input, buf[:0]))
+}
+
+// makeCalls makes calls, the calls of name handed to an API caller whose
+// context ends no sooner than until, one after the other, applying each
+// reply with the calls it sends in turn.
+func (c *Client) makeCalls(name string, until time.Time, calls []pendingCall) {
 	for i := 0; i < len(calls); i++ {
 		p := calls[i]
 		res, opened := c.invoke(p)

@@ -154,15 +154,20 @@ func wait(ctx context.Context, w chan waitResult) (waitResult, error) {
 func (c *Client) waitReuse(ctx context.Context, w chan waitResult) (waitResult, error) {
 	select {
 	case r := <-w:
-		c.mu.Lock()
-		if len(c.freeWaits) < cap(c.freeWaits) {
-			c.freeWaits = append(c.freeWaits, w)
-		}
-		c.mu.Unlock()
+		c.reuseWaiter(w)
 		return r, r.err
 	case <-ctx.Done():
 		return waitResult{}, ctx.Err()
 	}
+}
+
+// reuseWaiter keeps w, received from, for a later waiter.
+func (c *Client) reuseWaiter(w chan waitResult) {
+	c.mu.Lock()
+	if len(c.freeWaits) < cap(c.freeWaits) {
+		c.freeWaits = append(c.freeWaits, w)
+	}
+	c.mu.Unlock()
 }
 
 // await steps an input that completes a waiter, and waits for it or for

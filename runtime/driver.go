@@ -26,12 +26,13 @@ type registry struct {
 	contenders map[engine.ContenderID]*started // elections, locks and schedules started
 	groupFns   map[engine.GroupID]PartitionFunc
 	waiters    map[engine.Waiter]chan waitResult
-	lastID     uint64            // the last contender, group or waiter id handed out
-	sentAt     mono              // the time of the input being applied: when its requests are sent
-	inl        inline            // the API caller being applied, if it makes its own calls
-	freeWaits  []chan waitResult // waiters' channels received from, for reuse
-	leaseCalls int               // lease calls on goroutines of their own (see maxLeaseCalls)
-	queued     []pendingCall     // lease calls waiting for one of those goroutines, oldest first
+	lockers    map[string]*locker // names whose Lock caller waits and makes the name's acquires (see locker)
+	lastID     uint64             // the last contender, group or waiter id handed out
+	sentAt     mono               // the time of the input being applied: when its requests are sent
+	inl        inline             // the API caller being applied, if it makes its own calls
+	freeWaits  []chan waitResult  // waiters' channels received from, for reuse
+	leaseCalls int                // lease calls on goroutines of their own (see maxLeaseCalls)
+	queued     []pendingCall      // lease calls waiting for one of those goroutines, oldest first
 }
 
 // started is the driver's half of an election, lock or schedule: what the
@@ -56,6 +57,7 @@ func newRegistry() registry {
 		contenders: make(map[engine.ContenderID]*started),
 		groupFns:   make(map[engine.GroupID]PartitionFunc),
 		waiters:    make(map[engine.Waiter]chan waitResult),
+		lockers:    make(map[string]*locker),
 		freeWaits:  make([]chan waitResult, 0, 4),
 	}
 }
@@ -240,10 +242,13 @@ func (c *Client) loop() {
 }
 
 // notes collects release notifications from backends without blocking them.
+// The client's loop takes them, unless a Lock caller waits for the name
+// (attend): then it is woken instead, and takes them itself.
 type notes struct {
 	mu      sync.Mutex
 	pending map[note]struct{}
 	signal  chan struct{}
+	direct  map[string]chan struct{} // name → the waiting Lock caller's wake-up
 }
 
 type note struct {
@@ -257,11 +262,59 @@ func (n *notes) add(gen uint64, name string) {
 		n.pending = make(map[note]struct{})
 	}
 	n.pending[note{gen, name}] = struct{}{}
+	wake := n.signal
+	if ch := n.direct[name]; ch != nil {
+		wake = ch
+	}
 	n.mu.Unlock()
 	select {
-	case n.signal <- struct{}{}:
+	case wake <- struct{}{}:
 	default:
 	}
+}
+
+// attend makes notifications of name wake ch rather than the client's loop.
+func (n *notes) attend(name string, ch chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.direct == nil {
+		n.direct = make(map[string]chan struct{})
+	}
+	n.direct[name] = ch
+}
+
+// leave ends attend's, and hands the loop what came for name meanwhile.
+func (n *notes) leave(name string) {
+	n.mu.Lock()
+	delete(n.direct, name)
+	left := false
+	for k := range n.pending {
+		if k.name == name {
+			left = true
+			break
+		}
+	}
+	n.mu.Unlock()
+	if left {
+		select {
+		case n.signal <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// takeName takes the notifications of name.
+func (n *notes) takeName(name string) []note {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []note
+	for k := range n.pending {
+		if k.name == name {
+			out = append(out, k)
+			delete(n.pending, k)
+		}
+	}
+	return out
 }
 
 func (n *notes) take() []note {

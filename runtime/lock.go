@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/engine"
@@ -29,7 +30,10 @@ import (
 // earlier deadline, or a cancellation without a deadline — leaves the call
 // to a goroutine of the client, so that they return as soon as ctx ends. A
 // ctx with a later deadline that is cancelled early is noticed once the
-// call in flight returns, within its timeout.
+// call in flight returns, within its timeout. With such a ctx, a Lock that
+// waits also makes the later attempts itself, woken directly by the
+// backend's release notification, so that a graceful hand-off to it wakes
+// one goroutine, the caller's.
 func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
 	return c.lock(ctx, name, false)
 }
@@ -65,7 +69,7 @@ func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error
 	if err != nil {
 		return nil, fmt.Errorf("simba: lock %q: %w", name, err)
 	}
-	if r, err := c.waitReuse(ctx, ch); err == nil {
+	if r, err := c.waitLock(ctx, name, ch); err == nil {
 		return r.term, nil
 	} else if ctx.Err() == nil {
 		return nil, err // the lock's own failure
@@ -110,4 +114,67 @@ func (c *Client) Unlock(ctx context.Context, t *Term) error {
 	})
 	_, err := c.waitReuse(ctx, ch)
 	return err
+}
+
+// A locker is a Lock caller waiting for its lease: it makes the name's
+// acquires itself, as Lock's first attempt does, and it is woken by the
+// name's release notifications directly, not through the client's loop. A
+// graceful hand-off to a waiting Lock thus wakes one goroutine — the
+// waiter's, which steps the notification, makes the acquire and returns
+// with the term — where it woke three (the loop, a call's goroutine, the
+// waiter). Only the first Lock of a name on a client waits so, and only
+// with a context that cannot end before a call's deadline without a
+// deadline of its own (as for Lock's first attempt).
+type locker struct {
+	name  string
+	until time.Time        // the caller's deadline; zero if its context never ends
+	calls chan pendingCall // acquires of name handed to the caller
+	wake  chan struct{}    // release notifications of name
+}
+
+// waitLock waits for the Lock waiter ch of name, as a locker when it can.
+func (c *Client) waitLock(ctx context.Context, name string, ch chan waitResult) (waitResult, error) {
+	until, bounded := ctx.Deadline()
+	if !bounded && ctx.Done() != nil {
+		return c.waitReuse(ctx, ch) // it may end at any moment: it must not make calls
+	}
+	lk := &locker{name: name, until: until, calls: make(chan pendingCall, 1), wake: make(chan struct{}, 1)}
+	c.mu.Lock()
+	if c.lockers[name] != nil {
+		c.mu.Unlock()
+		return c.waitReuse(ctx, ch) // another Lock of this client waits for name
+	}
+	c.lockers[name] = lk
+	c.notes.attend(name, lk.wake)
+	c.mu.Unlock()
+	defer c.leaveLock(lk)
+	for {
+		select {
+		case r := <-ch:
+			c.reuseWaiter(ch)
+			return r, r.err
+		case <-lk.wake:
+			for _, n := range c.notes.takeName(name) {
+				c.applySync(ctx, name, func(now mono) { c.m.Step(now, engine.Released{Gen: n.gen, Name: n.name}) })
+			}
+		case p := <-lk.calls:
+			c.makeCalls(name, until, []pendingCall{p})
+		case <-ctx.Done():
+			return waitResult{}, ctx.Err()
+		}
+	}
+}
+
+// leaveLock ends lk's wait: notifications go to the client's loop again,
+// and an acquire handed to lk that it did not make goes to a goroutine.
+func (c *Client) leaveLock(lk *locker) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.lockers, lk.name)
+	c.notes.leave(lk.name)
+	select {
+	case p := <-lk.calls:
+		c.startCall(p)
+	default:
+	}
 }
