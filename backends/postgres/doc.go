@@ -136,6 +136,14 @@
 // carry the lease count and version right after their change (Groups is 0
 // there).
 //
+// Acquiring a free lease and releasing one are the calls a lock makes, and
+// are kept short: each locks its session's row with the UPDATE that counts
+// its change in the digest (whose RETURNING reads the clock, after the lock),
+// and undoes the count if it then changes nothing. An acquire of a free lease
+// runs four statements in its function (a read without locks, that UPDATE,
+// the lock of the lease record, its UPDATE), a release two; retries, takeovers
+// and lost races take the general path, which locks first and decides after.
+//
 // A session that expired is dead at once — every call checks its expiry, and
 // a lease or membership of a dead session counts as free — and is ended
 // lazily: the calls that open and renew sessions end up to 16 expired
