@@ -66,7 +66,13 @@
 // migration tools. The migration is versioned and idempotent: running it
 // again changes nothing; a schema of a newer version is refused with an error
 // wrapping [ErrSchema], and so is an existing schema that holds anything
-// else (an empty schema a DBA created is used). Two processes migrating at
+// else (an empty schema a DBA created is used). Within a version, releases
+// may make the functions faster, never change their signatures or the
+// tables: code of every release works with the functions of every other.
+// The comment of the meta table records the functions' revision, and a
+// migration replaces those of an older one (a role that may not, or a
+// backend opened WithoutMigration, uses them as they are, and logs a warning
+// that running schema.sql again installs the new ones). Two processes migrating at
 // once wait for each other, on an advisory lock. A role that may not create
 // the schema gets an error naming the privilege it lacks (CREATE on the
 // database, or on the schema), the GRANT that gives it, and the file to run

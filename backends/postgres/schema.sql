@@ -11,7 +11,9 @@
 --
 --	GRANT USAGE ON SCHEMA simba TO app;
 --
--- Running it again changes nothing. A schema of a newer version is refused
+-- Running it again changes nothing, except that it replaces the functions of
+-- a schema created by an older revision of this file (see the end). A schema
+-- of a newer version, or with functions of a newer revision, is refused
 -- (SQLSTATE SMB01), and so is an existing schema that holds anything else
 -- (SMB02). Two runs at once wait for each other (an advisory lock).
 --
@@ -41,6 +43,9 @@ BEGIN
     ELSIF (SELECT version FROM meta) > 1 THEN
         RAISE EXCEPTION 'schema % is version %, newer than version 1', current_schema(), (SELECT version FROM meta)
             USING ERRCODE = 'SMB01';
+    ELSIF coalesce(substring(obj_description('meta'::regclass, 'pg_class') FROM '^functions revision (\d+)$')::integer, 1) > 2 THEN
+        RAISE EXCEPTION 'schema % has functions of a newer revision than 2 (%)', current_schema(),
+            obj_description('meta'::regclass, 'pg_class') USING ERRCODE = 'SMB01';
     END IF;
 END
 $$;
@@ -714,3 +719,11 @@ BEGIN ATOMIC
      WHERE g.name > p_after AND m.ids IS NOT NULL
      ORDER BY g.name LIMIT p_limit;
 END;
+
+-- The revision of the functions of this file. The tables and the functions'
+-- signatures are those of version 1 in every revision, so that code of one
+-- revision works with the functions of another: the backend runs this file
+-- again on first use when it finds an older revision, to install faster
+-- functions, and the check at the top refuses a newer one. Revision 1 (no
+-- comment) ran more statements per acquire and release.
+COMMENT ON TABLE meta IS 'functions revision 2';
