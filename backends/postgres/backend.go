@@ -325,7 +325,7 @@ func newStatements(schema string) statements {
 		inspectSessions: call("inspect_sessions", 2),
 		inspectLeases:   call("inspect_leases", 2),
 		inspectGroups:   call("inspect_groups", 2),
-		version:         "SELECT version FROM " + s + "meta",
+		version:         "SELECT version, coalesce(obj_description('" + s + "meta'::regclass, 'pg_class'), '') FROM " + s + "meta",
 	}
 }
 

@@ -2,6 +2,7 @@ package simbapg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync/atomic"
@@ -130,4 +131,105 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	b.ReportMetric(float64(o.Microseconds()), "pair-p50-µs")
 	b.ReportMetric(float64(r.Microseconds()), "raw-pair-p50-µs")
 	b.ReportMetric(float64(o)/float64(r), "ratio")
+}
+
+// A graceful hand-off at the backend level, without the runtime: a waiter
+// on a node of its own was refused the lease and watches it; after an idle
+// span like a candidate's, the holder releases, and the waiter acquires as
+// soon as its watch fires. Beside each, the raw pair (two durable UPDATEs,
+// on one connection) after the same idle: the hand-off's floor. Reported:
+// the medians of the hand-off and the raw pair, and of the hand-off's parts
+// (the release's round trip, then the wait for the watch, then the
+// acquire's round trip).
+//
+//	go test -run='^$' -bench=HandOff -benchtime=100x ./backends/postgres/
+func BenchmarkHandOff(b *testing.B) {
+	const idle = 200 * time.Millisecond // the compare tool's is 150–250 ms
+	dsn := sharedDSN(b)
+	admin := newPool(b, dsn, nil)
+	holderNode := newBackend(b, newPool(b, dsn, nil), admin, WithMaxLease(time.Minute))
+	waiterNode := sameSchema(b, holderNode, newPool(b, dsn, nil))
+	ctx := context.Background()
+	open := func(bk *Backend) backends.Session {
+		s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close(context.Background()) })
+		return s
+	}
+	holder, waiter := open(holderNode), open(waiterNode)
+	woke := make(chan struct{}, 1)
+	for _, s := range []backends.Session{holder, waiter} { // each waits in turn
+		stop := s.(backends.Notifier).Watch("lease", func() {
+			select {
+			case woke <- struct{}{}:
+			default:
+			}
+		})
+		b.Cleanup(stop)
+	}
+	waitListening(b, waiterNode)
+	waitListening(b, holderNode)
+	g, err := holder.Acquire(ctx, "lease")
+	if err != nil {
+		b.Fatal(err)
+	}
+	table := pgx.Identifier{holderNode.Schema() + "_raw"}.Sanitize()
+	mustExec(b, admin, "CREATE TABLE "+table+" (id int PRIMARY KEY, token bigint NOT NULL)")
+	defer mustExec(b, admin, "DROP TABLE "+table)
+	mustExec(b, admin, "INSERT INTO "+table+" VALUES (1, 0)")
+	raw := newPool(b, dsn, nil)
+	var handOffs, raws, releases, wakes, acquires []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		if i%50 == 49 { // untimed renewals, well within the minute
+			for _, s := range []backends.Session{holder, waiter} {
+				if _, err := s.KeepAlive(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		time.Sleep(idle)
+		t0 := time.Now()
+		for range 2 {
+			if _, err := raw.Exec(ctx, "UPDATE "+table+" SET token = $1 WHERE id = 1 AND token <= $1", int64(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		raws = append(raws, time.Since(t0))
+
+		if _, err := waiter.Acquire(ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
+			b.Fatalf("the waiter's Acquire = %v; want ErrLeaseHeld", err)
+		}
+		select {
+		case <-woke:
+		default:
+		}
+		time.Sleep(idle)
+		t0 = time.Now()
+		if _, err := holder.Release(ctx, "lease", g.Token); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		<-woke
+		t2 := time.Now()
+		if g, err = waiter.Acquire(ctx, "lease"); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		handOffs, releases, wakes, acquires = append(handOffs, t3.Sub(t0)), append(releases, t1.Sub(t0)),
+			append(wakes, t2.Sub(t1)), append(acquires, t3.Sub(t2))
+		holder, waiter = waiter, holder
+	}
+	b.StopTimer()
+	med := func(d []time.Duration) float64 {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return float64(d[len(d)/2].Microseconds())
+	}
+	b.ReportMetric(med(handOffs), "hand-off-p50-µs")
+	b.ReportMetric(med(raws), "raw-pair-p50-µs")
+	b.ReportMetric(med(releases), "release-p50-µs")
+	b.ReportMetric(med(wakes), "wake-p50-µs")
+	b.ReportMetric(med(acquires), "acquire-p50-µs")
 }

@@ -59,7 +59,7 @@ func (b *Backend) call(ctx context.Context, what, name string, run func(q querie
 			return err
 		}
 		b.ready.Store(false)
-		if cerr := b.checkVersion(ctx); cerr != nil && errors.Is(cerr, ErrSchema) {
+		if _, cerr := b.checkVersion(ctx); cerr != nil && errors.Is(cerr, ErrSchema) {
 			return cerr
 		}
 		if what == "open session" && again {

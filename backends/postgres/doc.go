@@ -66,11 +66,17 @@
 // migration tools. The migration is versioned and idempotent: running it
 // again changes nothing; a schema of a newer version is refused with an error
 // wrapping [ErrSchema], and so is an existing schema that holds anything
-// else (an empty schema a DBA created is used). Two processes migrating at
-// once wait for each other, on an advisory lock. A role that may not create
-// the schema gets an error naming the privilege it lacks (CREATE on the
-// database, or on the schema), the GRANT that gives it, and the file to run
-// instead.
+// else (an empty schema a DBA created is used). Within a version, releases
+// may make the functions faster but never change their signatures or the
+// tables: code of any release works with the functions of any other of the
+// same version. The comment of the meta table records the functions'
+// revision, and a migration replaces those of an older one (a role that may
+// not, or a backend opened WithoutMigration, uses them as they are, and logs
+// a warning that running schema.sql again installs the new ones). Two
+// processes migrating at once wait for each other, on an advisory lock. A
+// role that may not create the schema gets an error naming the privilege it
+// lacks (CREATE on the database, or on the schema), the GRANT that gives it,
+// and the file to run instead.
 //
 // The functions run with the rights of the schema's owner (SECURITY DEFINER,
 // with a fixed search_path): a role needs only USAGE on the schema to use
@@ -135,6 +141,15 @@
 // live granted and the database's time; the replies to Acquire and Release
 // carry the lease count and version right after their change (Groups is 0
 // there).
+//
+// Acquiring a free lease and releasing one are the calls a lock makes, and
+// are kept short: each locks its session's row with the UPDATE that counts
+// its change in the digest (whose RETURNING reads the clock, after the lock),
+// and undoes the count if it then changes nothing. An acquire of a free lease
+// runs four statements in its function (a read without locks, that UPDATE,
+// the lock of the lease record, its UPDATE), a release two and its NOTIFY;
+// retries, takeovers and lost races take the general path, which locks first
+// and decides after.
 //
 // A session that expired is dead at once — every call checks its expiry, and
 // a lease or membership of a dead session counts as free — and is ended

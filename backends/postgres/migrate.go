@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,11 +28,20 @@ var schemaFile string
 // refused with an error wrapping [ErrSchema].
 const SchemaVersion = 1
 
+// functionsRevision is the revision of the functions of schema.sql, recorded
+// in the comment of the schema's meta table ("functions revision N"; none
+// means 1). Revisions change only the functions' bodies: the tables and the
+// functions' signatures are those of SchemaVersion, so that code of every
+// revision works with the functions of every other, and a migration replaces
+// the functions of an older revision.
+const functionsRevision = 2
+
 // schemaFileName is where a DBA finds the schema's SQL, for error messages.
 const schemaFileName = "schema.sql of github.com/simba-go/simba/backends/postgres"
 
 // SchemaSQL returns the SQL that creates the schema of the given name at
-// [SchemaVersion], or checks it if it is there already: schema.sql, shipped
+// [SchemaVersion], or checks it if it is there already (and replaces its
+// functions by this package's if they are older): schema.sql, shipped
 // with this package, with the schema's name filled in and psql's commands
 // taken out, for migration tools. Run it in one transaction (it takes an
 // advisory lock that two runs wait for). psql runs schema.sql itself:
@@ -64,6 +74,11 @@ func renderSchema(schema string) string {
 // processes migrating at once wait for each other. A role that may not create
 // the schema gets an error that names the privilege it lacks and how to have
 // [SchemaSQL] run instead.
+//
+// A schema whose functions an older release of this package installed gets
+// this package's (faster; same tables, same signatures, so that processes
+// running the older release go on working). A role that may not replace
+// them keeps the old ones, which work, and the backend logs a warning.
 //
 // The backend migrates by itself on first use, unless it was opened with
 // [WithoutMigration]; calling Migrate is a way to do it, and fail, up front.
@@ -101,7 +116,12 @@ func (b *Backend) ensureSchema(ctx context.Context) error {
 	if b.migrate {
 		err = b.migrateNow(ctx)
 	} else {
-		err = b.checkVersion(ctx)
+		var rev int
+		if rev, err = b.checkVersion(ctx); err == nil && rev < functionsRevision {
+			b.logger.Warn("simbapg: the schema's functions are of an older revision; they work, "+
+				"but run "+schemaFileName+" (or SchemaSQL) as the schema's owner to install the faster ones",
+				slog.String("schema", b.schema), slog.Int("revision", rev), slog.Int("package revision", functionsRevision))
+		}
 	}
 	if err == nil {
 		b.ready.Store(true)
@@ -120,52 +140,66 @@ func (b *Backend) lockSchema(ctx context.Context) error {
 
 func (b *Backend) unlockSchema() { <-b.migrating }
 
-// checkVersion reads the schema's version: nil if it is SchemaVersion.
-func (b *Backend) checkVersion(ctx context.Context) error {
+// checkVersion reads the schema's version and the revision of its
+// functions: the error is nil if the version is SchemaVersion.
+func (b *Backend) checkVersion(ctx context.Context) (revision int, err error) {
 	what := "check schema"
-	var v int32
-	err := b.retry(ctx, what, b.schema, func() error { return b.pool.QueryRow(ctx, b.sql.version).Scan(&v) })
+	var (
+		v       int32
+		comment string
+	)
+	err = b.retry(ctx, what, b.schema, func() error { return b.pool.QueryRow(ctx, b.sql.version).Scan(&v, &comment) })
 	var pe *pgconn.PgError
 	switch {
 	case err == nil && v == SchemaVersion:
-		return nil
+		return parseRevision(comment), nil
 	case err == nil && v > SchemaVersion:
-		return b.errorf(what, b.schema, "the schema is version %d, newer than this package's %d: %w", v, SchemaVersion, ErrSchema)
+		return 0, b.errorf(what, b.schema, "the schema is version %d, newer than this package's %d: %w", v, SchemaVersion, ErrSchema)
 	case err == nil:
-		return b.errorf(what, b.schema, "the schema is version %d, older than this package's %d; migrate it (Backend.Migrate, or run %s): %w",
+		return 0, b.errorf(what, b.schema, "the schema is version %d, older than this package's %d; migrate it (Backend.Migrate, or run %s): %w",
 			v, SchemaVersion, schemaFileName, ErrSchema)
 	case errors.As(err, &pe) && (pe.Code == codeNoSchema || pe.Code == codeNoTable):
-		return b.errorf(what, b.schema, "there is no Simba schema %s: run %s (psql -1 -v schema=%s -f schema.sql), "+
+		return 0, b.errorf(what, b.schema, "there is no Simba schema %s: run %s (psql -1 -v schema=%s -f schema.sql), "+
 			"or let the backend create it (do not open it with WithoutMigration): %w: %w", b.schema, schemaFileName, b.schema, ErrNoSchema, err)
 	case errors.As(err, &pe) && pe.Code == codeNoPrivilege:
-		return b.errorf(what, b.schema, "the role may not use schema %s: have its owner GRANT USAGE ON SCHEMA %s TO the role: %w",
+		return 0, b.errorf(what, b.schema, "the role may not use schema %s: have its owner GRANT USAGE ON SCHEMA %s TO the role: %w",
 			b.schema, pgx.Identifier{b.schema}.Sanitize(), err)
 	}
-	return err
+	return 0, err
 }
 
-// migrateNow creates the schema if checkVersion says it is missing.
+// parseRevision reads the revision of the functions from the comment of the
+// meta table: "functions revision N"; none (revision 1 set no comment), or
+// anything else, is 1.
+func parseRevision(comment string) int {
+	n, ok := strings.CutPrefix(comment, "functions revision ")
+	if !ok {
+		return 1
+	}
+	r, err := strconv.Atoi(n)
+	if err != nil || r < 1 {
+		return 1
+	}
+	return r
+}
+
+// migrateNow creates the schema if checkVersion says it is missing, and
+// replaces its functions if they are of an older revision.
 func (b *Backend) migrateNow(ctx context.Context) error {
-	err := b.checkVersion(ctx)
+	rev, err := b.checkVersion(ctx)
 	var pe *pgconn.PgError
-	if err == nil || !errors.As(err, &pe) || (pe.Code != codeNoSchema && pe.Code != codeNoTable) {
+	switch {
+	case err == nil && rev >= functionsRevision:
+		return nil
+	case err == nil:
+		return b.upgradeFunctions(ctx, rev)
+	case !errors.As(err, &pe) || (pe.Code != codeNoSchema && pe.Code != codeNoTable):
 		return err
 	}
-	const what = "migrate schema"
-	err = b.retry(ctx, what, b.schema, func() error {
-		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, renderSchema(b.schema))
-			return err
-		})
-	})
-	switch {
-	case errors.As(err, &pe) && pe.Code == codeNewerSchema:
-		return b.errorf(what, b.schema, "%s: %w", pe.Message, ErrSchema)
-	case errors.As(err, &pe) && pe.Code == codeForeignSchema:
-		return b.errorf(what, b.schema, "%s; choose another one (WithSchema): %w", pe.Message, ErrSchema)
-	case errors.As(err, &pe) && pe.Code == codeNoPrivilege:
-		return b.privilegeError(ctx, err)
-	case err != nil:
+	if err := b.runSchema(ctx); err != nil {
+		if errors.As(err, &pe) && pe.Code == codeNoPrivilege {
+			return b.privilegeError(ctx, err)
+		}
 		return err
 	}
 	var created, now time.Time
@@ -176,6 +210,54 @@ func (b *Backend) migrateNow(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// upgradeFunctions runs schema.sql on a schema whose functions are of
+// revision rev, older than this package's: it replaces them, and changes
+// nothing else. A role that may not (it does not own the schema) goes on
+// with the old ones, which work.
+func (b *Backend) upgradeFunctions(ctx context.Context, rev int) error {
+	err := b.runSchema(ctx)
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe) && pe.Code == codeNoPrivilege:
+		b.logger.Warn("simbapg: the schema's functions are of an older revision, and this role may not replace them; "+
+			"they work, but run "+schemaFileName+" (or SchemaSQL) as the schema's owner to install the faster ones",
+			slog.String("schema", b.schema), slog.Int("revision", rev), slog.Int("package revision", functionsRevision),
+			slog.String("error", pe.Message))
+		return nil
+	case errors.Is(err, ErrSchema):
+		// Another process installed a newer revision meanwhile, which
+		// works as well; or made the schema unusable, which checkVersion
+		// says.
+		_, err = b.checkVersion(ctx)
+		return err
+	case err != nil:
+		return err
+	}
+	b.logger.Info("simbapg: replaced the schema's functions by this package's revision",
+		slog.String("schema", b.schema), slog.Int("from", rev), slog.Int("to", functionsRevision))
+	return nil
+}
+
+// runSchema runs schema.sql in one transaction, and explains the refusals
+// it raises.
+func (b *Backend) runSchema(ctx context.Context) error {
+	const what = "migrate schema"
+	err := b.retry(ctx, what, b.schema, func() error {
+		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, renderSchema(b.schema))
+			return err
+		})
+	})
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe) && pe.Code == codeNewerSchema:
+		return b.errorf(what, b.schema, "%s: %w", pe.Message, ErrSchema)
+	case errors.As(err, &pe) && pe.Code == codeForeignSchema:
+		return b.errorf(what, b.schema, "%s; choose another one (WithSchema): %w", pe.Message, ErrSchema)
+	}
+	return err
 }
 
 // privilegeError explains a migration that the role may not run: which

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -163,7 +165,8 @@ func TestMigrateRefuses(t *testing.T) {
 // A role without the rights to create the schema gets an error that names
 // the privilege it lacks and the SQL file to run instead; once a DBA ran it
 // (with psql, as the file says) and granted USAGE, the role uses the schema,
-// with WithoutMigration or without.
+// with WithoutMigration or without, and with functions of an older revision,
+// which it may not replace.
 func TestMigrateUnprivileged(t *testing.T) {
 	dsn := sharedDSN(t)
 	admin := newPool(t, dsn, nil)
@@ -236,6 +239,21 @@ func TestMigrateUnprivileged(t *testing.T) {
 		if _, err := s.Release(ctx, "lease", g.Token); err != nil {
 			t.Fatalf("Release by the role: %v", err)
 		}
+	}
+	// Functions of an older revision (no comment, as revision 1 left
+	// them), which the role may not replace: it warns, and uses them.
+	mustExec(t, admin, "COMMENT ON TABLE "+ident(schema)+".meta IS NULL")
+	logs := &logBuffer{}
+	old, err := New(pool, WithSchema(schema), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if _, err := mustOpen(t, old, time.Minute).Acquire(ctx, "other"); err != nil {
+		t.Errorf("Acquire by the role through functions it may not replace: %v", err)
+	}
+	if !strings.Contains(logs.String(), "may not replace them") {
+		t.Errorf("no warning that the role may not replace the functions of an older revision; logs:\n%s", logs)
 	}
 	// The tables stay the owner's: the role reaches them only through the
 	// functions.
@@ -347,13 +365,21 @@ func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
 // runPsql runs psql on dsn in the package directory.
 func runPsql(t *testing.T, dsn string, args ...string) {
 	t.Helper()
+	if out, err := psql(t, dsn, args...); err != nil {
+		t.Fatalf("psql %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// psql runs psql on dsn in the package directory, and returns what it
+// printed.
+func psql(t *testing.T, dsn string, args ...string) (string, error) {
+	t.Helper()
 	psql := testservers.PostgresProgram(t, "psql")
 	cmd := exec.Command(psql, append([]string{"-X", "-q", "-w", "-v", "ON_ERROR_STOP=1", dsn}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("psql %s: %v\n%s", strings.Join(args, " "), err, out.String())
-	}
+	err := cmd.Run()
+	return out.String(), err
 }
 
 // §15: the guard started by hand (start_guard, after a restore the schema
@@ -400,5 +426,109 @@ func TestStartGuardByHand(t *testing.T) {
 	var public bool
 	if err := admin.QueryRow(ctx, "SELECT has_function_privilege('public', $1, 'EXECUTE')", b.Schema()+".start_guard()").Scan(&public); err != nil || public {
 		t.Errorf("PUBLIC may execute start_guard: %v, %v; want not", public, err)
+	}
+}
+
+// A schema whose functions the previous release created (revision 1:
+// testdata/schema_revision1.sql is the schema.sql it shipped) works with this
+// package as it is, and its first migration replaces the functions by this
+// package's, keeping the tables and what they hold: sessions opened before go
+// on. Code of either release works with the other's functions (their
+// signatures do not change). Under WithoutMigration nothing is replaced, and
+// a warning says how to; a newer revision is left alone, and the file refuses
+// to replace it.
+func TestMigrateUpgradesFunctions(t *testing.T) {
+	dsn := sharedDSN(t)
+	admin := newPool(t, dsn, nil)
+	ctx := testCtx(t)
+	schema := uniqueSchema()
+	t.Cleanup(func() { dropSchema(t, admin, schema) })
+	runPsql(t, dsn, "-1", "-v", "schema="+schema, "-f", "testdata/schema_revision1.sql")
+	endGuard(t, admin, schema)
+	const signature = ".acquire(text, text, text, integer, interval, boolean)"
+	body := func(schema string) string {
+		t.Helper()
+		var src string
+		if err := admin.QueryRow(ctx, "SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($1)", ident(schema)+signature).Scan(&src); err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	comment := func() string {
+		t.Helper()
+		var c *string
+		if err := admin.QueryRow(ctx, "SELECT obj_description(to_regclass($1), 'pg_class')", ident(schema)+".meta").Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		return deref(c)
+	}
+	old := body(schema)
+	current := body(newBackend(t, newPool(t, dsn, nil), admin).Schema())
+	if old == current {
+		t.Fatal("testdata/schema_revision1.sql has the functions of schema.sql; the test tests nothing")
+	}
+
+	logs := &logBuffer{}
+	fixed, err := New(newPool(t, dsn, nil), WithSchema(schema), WithoutMigration(), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fixed.Close()
+	a := mustOpen(t, fixed, time.Minute)
+	g, err := a.Acquire(ctx, "lease")
+	if err != nil {
+		t.Fatalf("Acquire through the functions of revision 1: %v", err)
+	}
+	if body(schema) != old {
+		t.Error("the functions were replaced under WithoutMigration")
+	}
+	if !strings.Contains(logs.String(), "older revision") {
+		t.Errorf("no warning under WithoutMigration about the functions' older revision; logs:\n%s", logs)
+	}
+
+	logs = &logBuffer{}
+	b, err := New(newPool(t, dsn, nil), WithSchema(schema), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s := mustOpen(t, b, time.Minute)
+	if got := body(schema); got != current {
+		t.Errorf("after the migration, acquire is\n%s\nwant this package's\n%s", got, current)
+	}
+	if c := comment(); c != fmt.Sprintf("functions revision %d", functionsRevision) {
+		t.Errorf("meta's comment after the migration = %q; want revision %d", c, functionsRevision)
+	}
+	if !strings.Contains(logs.String(), "replaced the schema's functions") {
+		t.Errorf("the migration did not log the replacement; logs:\n%s", logs)
+	}
+	// The session opened before goes on with what it held.
+	var held *backends.HeldError
+	if _, err := s.Acquire(ctx, "lease"); !errors.As(err, &held) || held.Holder.Session != a.ID() {
+		t.Errorf("Acquire of the lease held since before the migration = %v; want a HeldError naming %s", err, a.ID())
+	}
+	if d, err := a.Release(ctx, "lease", g.Token); err != nil || d.Leases != 0 || d.Version != 2 {
+		t.Errorf("Release after the migration = %+v, %v; want no lease and version 2", d, err)
+	}
+	if _, err := s.Acquire(ctx, "lease"); err != nil {
+		t.Errorf("Acquire after the release: %v", err)
+	}
+
+	mustExec(t, admin, "COMMENT ON TABLE "+ident(schema)+".meta IS 'functions revision 99'")
+	mustExec(t, admin, "CREATE OR REPLACE FUNCTION "+ident(schema)+".us(i interval) RETURNS bigint LANGUAGE sql IMMUTABLE RETURN 99")
+	newer, err := New(newPool(t, dsn, nil), WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newer.Close()
+	if err := newer.Migrate(ctx); err != nil {
+		t.Errorf("Migrate of a schema with functions of a newer revision: %v", err)
+	}
+	var us int64
+	if err := admin.QueryRow(ctx, "SELECT "+ident(schema)+".us('1 second')").Scan(&us); err != nil || us != 99 {
+		t.Errorf("the newer revision's us() = %d, %v after Migrate; want it left alone (99)", us, err)
+	}
+	if out, err := psql(t, dsn, "-1", "-v", "schema="+schema, "-f", "schema.sql"); err == nil || !strings.Contains(out, "newer revision") {
+		t.Errorf("psql running schema.sql on functions of a newer revision = %v:\n%s\nwant it refused", err, out)
 	}
 }

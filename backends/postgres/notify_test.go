@@ -47,7 +47,7 @@ func cycle(t *testing.T, s backends.Session, name string) {
 }
 
 // waitListening waits until b's LISTEN connection is confirmed.
-func waitListening(t *testing.T, b *Backend) {
+func waitListening(t testing.TB, b *Backend) {
 	t.Helper()
 	waitFor(t, 10*time.Second, "the LISTEN connection", func() bool { return b.listenerPID.Load() != 0 })
 }

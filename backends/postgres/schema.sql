@@ -11,7 +11,9 @@
 --
 --	GRANT USAGE ON SCHEMA simba TO app;
 --
--- Running it again changes nothing. A schema of a newer version is refused
+-- Running it again changes nothing, except that it replaces the functions of
+-- a schema created by an older revision of this file (see the end). A schema
+-- of a newer version, or with functions of a newer revision, is refused
 -- (SQLSTATE SMB01), and so is an existing schema that holds anything else
 -- (SMB02). Two runs at once wait for each other (an advisory lock).
 --
@@ -41,6 +43,9 @@ BEGIN
     ELSIF (SELECT version FROM meta) > 1 THEN
         RAISE EXCEPTION 'schema % is version %, newer than version 1', current_schema(), (SELECT version FROM meta)
             USING ERRCODE = 'SMB01';
+    ELSIF coalesce(substring(obj_description('meta'::regclass, 'pg_class') FROM '^functions revision (\d+)$')::integer, 1) > 2 THEN
+        RAISE EXCEPTION 'schema % has functions of a newer revision than 2 (%)', current_schema(),
+            obj_description('meta'::regclass, 'pg_class') USING ERRCODE = 'SMB01';
     END IF;
 END
 $$;
@@ -331,16 +336,26 @@ BEGIN
 END
 $$;
 
--- acquire takes lease p_name for the session. A refusal needs no lock: if
--- the session is alive and another live session holds the lease, it says
--- who. Otherwise it locks, in this order, the session's own row (then reads
--- the clock), the holder's row if another session holds the lease (SKIP
--- LOCKED: it never waits for another session; a holder it cannot lock is
--- busy, and counts as alive), and the lease record. It takes the token
--- only then, once the lease is locked, so that tokens follow the order of
--- the terms. A lease whose holder expired is taken over only by ending that
--- session in the same transaction: the old holder's keep-alive either came
--- first (and renewed it: refused here) or finds its session ended.
+-- acquire takes lease p_name for the session.
+--
+-- It first reads the lease's holder and the amnesia guard, without a lock.
+-- A lease held by another session: if both sessions are alive, the refusal
+-- says who holds it, and takes no lock and writes nothing. A free (or new)
+-- lease, outside the guard, takes the fast path: one UPDATE locks the
+-- session's own row and counts the lease in its digest at once, and reads
+-- the clock after the lock (RETURNING); then the lease record is locked,
+-- and only then is the token taken, so that tokens follow the order of the
+-- terms. If the session expired meanwhile, or another session took the lease
+-- since the first read, the count is undone and the general path decides.
+--
+-- The general path (a retry of a grant, a holder that expired, the guard, a
+-- lost race) locks, in this order, the session's own row (then reads the
+-- clock), the holder's row if another session holds the lease (SKIP LOCKED:
+-- it never waits for another session; a holder it cannot lock is busy, and
+-- counts as alive), and the lease record, and takes the token only then. A
+-- lease whose holder expired is taken over only by ending that session in
+-- the same transaction: the old holder's keep-alive either came first (and
+-- renewed it: refused here) or finds its session ended.
 -- p_group and p_part name the group a partition name (group.i) belongs to.
 CREATE OR REPLACE FUNCTION acquire(p_session text, p_name text, p_group text, p_part integer,
     p_max_lease interval, p_notify boolean,
@@ -352,39 +367,80 @@ DECLARE
     own_expiry timestamptz;
     holder text;
     holder_expiry timestamptz;
+    guard timestamptz;
     s sessions%ROWTYPE;
     h sessions%ROWTYPE;
     l leases%ROWTYPE;
     stale text;
-    guard timestamptz;
 BEGIN
-    SELECT o.expires_at, x.session_id, x.token, hs.expires_at, hs.identity
-      INTO own_expiry, holder, tok, holder_expiry, h_identity
-      FROM sessions o
-      LEFT JOIN leases x ON x.name = p_name
-      LEFT JOIN sessions hs ON hs.id = x.session_id
-     WHERE o.id = p_session;
-    IF NOT FOUND THEN
-        status := 'EXPIRED';
-        RETURN;
-    END IF;
-    t := clock_timestamp();
-    IF own_expiry > t AND holder IS NOT NULL AND holder <> p_session AND holder_expiry > t THEN
-        status := 'HELD'; h_session := holder; h_remaining_us := us(holder_expiry - t);
-        RETURN;
+    SELECT x.session_id, x.token, m.guard_from + p_max_lease INTO holder, tok, guard
+      FROM meta m LEFT JOIN leases x ON x.name = p_name;
+    IF holder IS NULL AND clock_timestamp() >= guard THEN
+        -- The fast path runs as few statements as it can: each statement a
+        -- function runs costs PostgreSQL some microseconds of executor
+        -- set-up and clean-up, more than most of them then do.
+        UPDATE sessions SET leases = sessions.leases + 1, version = sessions.version + 1 WHERE id = p_session
+        RETURNING sessions.expires_at, clock_timestamp(), sessions.leases, sessions.version
+             INTO own_expiry, t, n_leases, ver;
+        IF NOT FOUND THEN
+            status := 'EXPIRED';
+            RETURN;
+        END IF;
+        IF own_expiry > t THEN
+            SELECT * INTO l FROM leases WHERE name = p_name FOR NO KEY UPDATE;
+            IF NOT FOUND THEN
+                tok := nextval('token_seq'); -- a new record: the first term of the name
+                INSERT INTO leases (name, session_id, token, grp, part) VALUES (p_name, p_session, tok, p_group, p_part)
+                ON CONFLICT (name) DO NOTHING;
+                IF FOUND THEN
+                    l.grp := p_group; l.part := p_part;
+                ELSE
+                    tok := NULL; -- created by another call meanwhile
+                END IF;
+            ELSIF l.session_id IS NULL THEN
+                tok := greatest(nextval('token_seq'), l.token + 1);
+                UPDATE leases SET session_id = p_session, token = tok WHERE name = p_name;
+                val := l.value;
+            ELSE
+                tok := NULL; -- taken since the first read
+            END IF;
+            IF tok IS NOT NULL THEN
+                IF l.grp IS NOT NULL THEN
+                    UPDATE partition_groups SET epoch = nextval('rev_seq') WHERE name = l.grp AND l.part < partitions;
+                END IF;
+                status := 'OK';
+                RETURN;
+            END IF;
+        END IF;
+        UPDATE sessions SET leases = sessions.leases - 1, version = sessions.version - 1 WHERE id = p_session;
+        n_leases := NULL; ver := NULL;
+    ELSIF holder <> p_session THEN
+        SELECT o.expires_at, hs.expires_at, hs.identity INTO own_expiry, holder_expiry, h_identity
+          FROM sessions o LEFT JOIN sessions hs ON hs.id = holder
+         WHERE o.id = p_session;
+        IF NOT FOUND THEN
+            status := 'EXPIRED';
+            RETURN;
+        END IF;
+        t := clock_timestamp();
+        IF own_expiry > t AND holder_expiry > t THEN
+            status := 'HELD'; h_session := holder; h_remaining_us := us(holder_expiry - t);
+            RETURN;
+        END IF;
     END IF;
 
+    -- The general path.
     SELECT * INTO s FROM sessions WHERE id = p_session FOR NO KEY UPDATE;
     t := clock_timestamp();
     IF NOT FOUND OR s.expires_at <= t THEN
-        status := 'EXPIRED';
+        status := 'EXPIRED'; tok := NULL;
         RETURN;
     END IF;
     IF holder IS NOT NULL AND holder <> p_session THEN
         SELECT * INTO h FROM sessions WHERE id = holder FOR UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
             IF EXISTS (SELECT 1 FROM sessions WHERE id = holder) THEN
-                status := 'HELD'; h_session := holder; h_remaining_us := greatest(0, us(holder_expiry - t));
+                status := 'HELD'; h_session := holder; h_remaining_us := greatest(0, coalesce(us(holder_expiry - t), 0));
                 RETURN;
             END IF;
             stale := holder; -- its row is gone: the lease record is stale, and free
@@ -394,16 +450,15 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    SELECT m.guard_from + p_max_lease INTO guard FROM meta m;
     IF clock_timestamp() < guard THEN
-        status := 'RECOVERING'; h_remaining_us := us(guard - clock_timestamp());
+        status := 'RECOVERING'; tok := NULL; h_identity := NULL; h_remaining_us := us(guard - clock_timestamp());
         RETURN;
     END IF;
 
     INSERT INTO leases (name, grp, part) VALUES (p_name, p_group, p_part) ON CONFLICT (name) DO NOTHING;
     SELECT * INTO l FROM leases WHERE name = p_name FOR UPDATE;
     IF l.session_id = p_session THEN
-        status := 'OK'; tok := l.token; val := l.value; n_leases := s.leases; ver := s.version;
+        status := 'OK'; tok := l.token; val := l.value; n_leases := s.leases; ver := s.version; h_identity := NULL;
         RETURN;
     END IF;
     IF l.session_id IS NOT NULL AND l.session_id IS DISTINCT FROM h.id AND l.session_id IS DISTINCT FROM stale THEN
@@ -425,39 +480,51 @@ BEGIN
     IF l.grp IS NOT NULL THEN
         UPDATE partition_groups SET epoch = nextval('rev_seq') WHERE name = l.grp AND l.part < partitions;
     END IF;
-    status := 'OK'; val := l.value;
+    status := 'OK'; val := l.value; h_identity := NULL;
 END
 $$;
 
 -- release gives lease p_name up if the session holds it with token p_token.
+-- One UPDATE locks the session's own row, counting the release in its digest
+-- at once, and reads the clock after the lock (RETURNING); then the lease
+-- record is freed if the session holds it with that token. A release that
+-- frees nothing, or finds the session expired, undoes the count.
 CREATE OR REPLACE FUNCTION release(p_session text, p_name text, p_token bigint, p_notify boolean,
     OUT status text, OUT n_leases integer, OUT ver bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
-    s sessions%ROWTYPE;
+    own_expiry timestamptz;
+    t timestamptz;
     g text;
     i integer;
 BEGIN
-    SELECT * INTO s FROM sessions WHERE id = p_session FOR NO KEY UPDATE;
-    IF NOT FOUND OR s.expires_at <= clock_timestamp() THEN
+    UPDATE sessions SET leases = sessions.leases - 1, version = sessions.version + 1 WHERE id = p_session
+    RETURNING sessions.expires_at, clock_timestamp(), sessions.leases, sessions.version
+         INTO own_expiry, t, n_leases, ver;
+    IF NOT FOUND THEN
         status := 'EXPIRED';
         RETURN;
     END IF;
-    UPDATE leases SET session_id = NULL WHERE name = p_name AND session_id = p_session AND token = p_token
-    RETURNING grp, part INTO g, i;
-    IF NOT FOUND THEN
-        status := 'OK'; n_leases := s.leases; ver := s.version;
-        RETURN;
+    IF own_expiry > t THEN
+        UPDATE leases SET session_id = NULL WHERE name = p_name AND session_id = p_session AND token = p_token
+        RETURNING grp, part INTO g, i;
+        IF FOUND THEN
+            IF g IS NOT NULL THEN
+                UPDATE partition_groups SET epoch = nextval('rev_seq') WHERE name = g AND i < partitions;
+            END IF;
+            IF p_notify THEN
+                PERFORM pg_notify(channel(), p_name || ' ' || p_session);
+            END IF;
+            status := 'OK';
+            RETURN;
+        END IF;
     END IF;
-    UPDATE sessions SET leases = sessions.leases - 1, version = sessions.version + 1 WHERE id = p_session
-    RETURNING sessions.leases, sessions.version INTO n_leases, ver;
-    IF g IS NOT NULL THEN
-        UPDATE partition_groups SET epoch = nextval('rev_seq') WHERE name = g AND i < partitions;
+    UPDATE sessions SET leases = sessions.leases + 1, version = sessions.version - 1 WHERE id = p_session;
+    IF own_expiry > t THEN
+        status := 'OK'; n_leases := n_leases + 1; ver := ver - 1;
+    ELSE
+        status := 'EXPIRED'; n_leases := NULL; ver := NULL;
     END IF;
-    IF p_notify THEN
-        PERFORM pg_notify(channel(), p_name || ' ' || p_session);
-    END IF;
-    status := 'OK';
 END
 $$;
 
@@ -652,3 +719,11 @@ BEGIN ATOMIC
      WHERE g.name > p_after AND m.ids IS NOT NULL
      ORDER BY g.name LIMIT p_limit;
 END;
+
+-- The revision of the functions of this file. The tables and the functions'
+-- signatures are those of version 1 in every revision, so that code of one
+-- revision works with the functions of another: the backend runs this file
+-- again on first use when it finds an older revision, to install faster
+-- functions, and the check at the top refuses a newer one. Revision 1 (no
+-- comment) ran more statements per acquire and release.
+COMMENT ON TABLE meta IS 'functions revision 2';
