@@ -151,6 +151,19 @@
 // retries, takeovers and lost races take the general path, which locks first
 // and decides after.
 //
+// A release that frees a lease commits without waiting for its WAL to be
+// flushed to disk (synchronous_commit off, for that transaction only): the
+// fsync a durable commit waits for is most of a release's time. Losing a
+// release can only keep a lease taken longer, never give it to two sessions.
+// A database that crashes within a moment of the release comes back with the
+// lease held by the session that released it; that session's next renewal
+// finds a digest it did not expect, reads its leases and releases the one
+// nobody there holds (or the session expires). And any grant that follows
+// the release waits for the WAL to be flushed up to its own commit, and so
+// past the release. Every other call that changes something waits for the
+// flush: a renewal lost in a crash could make the database expire a session
+// sooner than its client was told.
+//
 // A session that expired is dead at once — every call checks its expiry, and
 // a lease or membership of a dead session counts as free — and is ended
 // lazily: the calls that open and renew sessions end up to 16 expired

@@ -190,3 +190,55 @@ func TestAcquireLosesRace(t *testing.T) {
 		})
 	}
 }
+
+// A release that frees a lease commits without waiting for the WAL flush
+// (synchronous_commit off for its transaction: losing it in a crash only
+// keeps the lease taken longer), and nothing else does: an acquire, a
+// keep-alive, and a release that frees nothing (a wrong token) leave the
+// setting on, since a renewal lost in a crash could let the database
+// expire a session sooner than its client was told. Each function runs
+// here inside a transaction of the test's, which then reads the setting
+// the function left for it.
+func TestOnlyReleasesCommitWithoutFlush(t *testing.T) {
+	t.Parallel()
+	dsn := sharedDSN(t)
+	admin := newPool(t, dsn, nil)
+	b := newBackend(t, newPool(t, dsn, nil), admin, WithMaxLease(time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s := mustOpen(t, b, time.Minute)
+	held, err := s.Acquire(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := pgx.Identifier{b.Schema()}.Sanitize()
+	id := string(s.ID())
+	for _, c := range []struct {
+		what, sql string
+		args      []any
+		want      string
+	}{
+		{"acquire", "SELECT status FROM " + schema + ".acquire($1, 'free', NULL, NULL, '1 minute', true)", []any{id}, "on"},
+		{"keep-alive", "SELECT status FROM " + schema + ".keep_alive($1, true)", []any{id}, "on"},
+		{"release of another token", "SELECT status FROM " + schema + ".release($1, 'held', $2, true)", []any{id, int64(held.Token) + 1}, "on"},
+		{"release", "SELECT status FROM " + schema + ".release($1, 'held', $2, true)", []any{id, int64(held.Token)}, "off"},
+	} {
+		tx, err := admin.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var status, setting string
+		if err := tx.QueryRow(ctx, c.sql, c.args...).Scan(&status); err != nil || status != "OK" {
+			t.Fatalf("%s: status %q, %v; want OK", c.what, status, err)
+		}
+		if err := tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&setting); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if setting != c.want {
+			t.Errorf("%s: synchronous_commit %s for its transaction; want %s", c.what, setting, c.want)
+		}
+	}
+}

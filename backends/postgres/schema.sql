@@ -43,8 +43,8 @@ BEGIN
     ELSIF (SELECT version FROM meta) > 1 THEN
         RAISE EXCEPTION 'schema % is version %, newer than version 1', current_schema(), (SELECT version FROM meta)
             USING ERRCODE = 'SMB01';
-    ELSIF coalesce(substring(obj_description('meta'::regclass, 'pg_class') FROM '^functions revision (\d+)$')::integer, 1) > 2 THEN
-        RAISE EXCEPTION 'schema % has functions of a newer revision than 2 (%)', current_schema(),
+    ELSIF coalesce(substring(obj_description('meta'::regclass, 'pg_class') FROM '^functions revision (\d+)$')::integer, 1) > 3 THEN
+        RAISE EXCEPTION 'schema % has functions of a newer revision than 3 (%)', current_schema(),
             obj_description('meta'::regclass, 'pg_class') USING ERRCODE = 'SMB01';
     END IF;
 END
@@ -489,6 +489,17 @@ $$;
 -- at once, and reads the clock after the lock (RETURNING); then the lease
 -- record is freed if the session holds it with that token. A release that
 -- frees nothing, or finds the session expired, undoes the count.
+--
+-- A release that frees a lease commits without waiting for its WAL to be
+-- flushed (synchronous_commit off, for its transaction only). Losing it can
+-- only keep a lease taken longer, never give one to two sessions: a
+-- database that crashes before the flush comes back with the lease held by
+-- the session that released it, whose next renewal finds a digest it did
+-- not expect, reads its leases again and releases it once more (or it
+-- expires); and any grant made after the release commits flushes the WAL up
+-- to its own commit, so past the release it follows. Every other operation
+-- that changes something waits for the flush: a lost renewal could make the
+-- database expire a session sooner than its client was told.
 CREATE OR REPLACE FUNCTION release(p_session text, p_name text, p_token bigint, p_notify boolean,
     OUT status text, OUT n_leases integer, OUT ver bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
@@ -515,6 +526,7 @@ BEGIN
             IF p_notify THEN
                 PERFORM pg_notify(channel(), p_name || ' ' || p_session);
             END IF;
+            PERFORM set_config('synchronous_commit', 'off', true);
             status := 'OK';
             RETURN;
         END IF;
@@ -725,5 +737,6 @@ END;
 -- revision works with the functions of another: the backend runs this file
 -- again on first use when it finds an older revision, to install faster
 -- functions, and the check at the top refuses a newer one. Revision 1 (no
--- comment) ran more statements per acquire and release.
-COMMENT ON TABLE meta IS 'functions revision 2';
+-- comment) ran more statements per acquire and release; revision 2 waited
+-- for a release's commit to be flushed.
+COMMENT ON TABLE meta IS 'functions revision 3';
