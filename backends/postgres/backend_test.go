@@ -3,11 +3,13 @@ package simbapg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simba-go/simba/backends"
@@ -216,5 +218,48 @@ func TestOpenErrors(t *testing.T) {
 				t.Errorf("Open(%s) error shows the password: %v", c.url, err)
 			}
 		}
+	}
+}
+
+// S4: Close ends the session with its first call, and what the session
+// held is free to others from then on; a session holding more than one
+// call releases (1,000 leases) takes more calls, and when ctx ends before
+// they are done, Close still returns nil — the session has ended, and other
+// calls finish releasing its leases (here an acquire of one of them). The
+// second call is held up here by a lock on the last lease's record.
+func TestCloseEndedByItsFirstCall(t *testing.T) {
+	t.Parallel()
+	dsn := sharedDSN(t)
+	admin := newPool(t, dsn, nil)
+	b := newBackend(t, newPool(t, dsn, nil), admin, WithMaxLease(time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := mustOpen(t, b, time.Minute)
+	const n = 1010
+	for i := range n {
+		if _, err := s.Acquire(ctx, fmt.Sprintf("l-%04d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{b.Schema()}.Sanitize()+".leases WHERE name = $1 FOR UPDATE",
+		fmt.Sprintf("l-%04d", n-1)); err != nil {
+		t.Fatal(err)
+	}
+	closeCtx, closeCancel := context.WithTimeout(ctx, 2*time.Second)
+	defer closeCancel()
+	if err := s.Close(closeCtx); err != nil {
+		t.Errorf("Close whose second call outlived its context = %v; want nil (its first call ended the session)", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := mustOpen(t, b, time.Minute)
+	if _, err := other.Acquire(ctx, fmt.Sprintf("l-%04d", n-2)); err != nil {
+		t.Errorf("Acquire of a lease the closed session still had on record: %v; want it free", err)
 	}
 }

@@ -323,16 +323,20 @@ func (s *session) Members(ctx context.Context, group string) (backends.GroupView
 // Close ends the session in its first call: from then on, what it holds is
 // free to others. Each call releases up to 1,000 leases and memberships,
 // waking their watchers, so that none holds locks for long; a session that
-// holds more takes more calls, until it is gone or ctx ends (the reaping of
-// other sessions' calls then finishes the job).
+// holds more takes more calls, until it is gone or ctx ends — then Close
+// returns nil, since the session has ended, and the reaping of other
+// sessions' calls (or an acquire of one of its leases) finishes the job.
 func (s *session) Close(ctx context.Context) error {
 	const what = "close"
-	for {
+	for ended := false; ; ended = true {
 		var status string
 		err := s.b.call(ctx, what, "", func(q querier) error {
 			return q.QueryRow(ctx, s.b.sql.close, s.id, s.b.notify).Scan(&status)
 		})
 		if err != nil {
+			if ended && ctx.Err() != nil {
+				return nil
+			}
 			return err
 		}
 		switch status {
