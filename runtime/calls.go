@@ -189,6 +189,14 @@ func (c *Client) makeCalls(name string, until time.Time, calls []pendingCall) {
 // applyInline applies input with the calls of name handed to this caller,
 // and appends them to calls.
 func (c *Client) applyInline(name string, until time.Time, input func(now mono), calls []pendingCall) []pendingCall {
+	calls = c.applyInlineLocked(name, until, input, calls)
+	// The events the input caused, this caller delivers (see perform's
+	// EffEvent): a few, before its calls go out; more go to a goroutine.
+	c.events.runHere(inlineEvents)
+	return calls
+}
+
+func (c *Client) applyInlineLocked(name string, until time.Time, input func(now mono), calls []pendingCall) []pendingCall {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	in := &c.inl
@@ -201,6 +209,10 @@ func (c *Client) applyInline(name string, until time.Time, input func(now mono),
 	in.active, in.name, in.calls = false, "", in.calls[:0]
 	return calls
 }
+
+// inlineEvents is how many events an API caller delivers itself per input
+// (applyInline), at most.
+const inlineEvents = 8
 
 // invoke makes the backend call of p, bounded by its deadline (D2).
 func (c *Client) invoke(p pendingCall) (res engine.Result, opened backends.Session) {

@@ -45,6 +45,41 @@ func (q *serialQueue) push(it queued) {
 	q.next()
 }
 
+// add queues it without starting a goroutine: the caller then calls runHere
+// (a push meanwhile starts one, which runs it in order).
+func (q *serialQueue) add(it queued) {
+	q.mu.Lock()
+	q.items = append(q.items, it)
+	q.mu.Unlock()
+}
+
+// runHere runs up to limit queued items, in order, on the caller's
+// goroutine, unless a goroutine runs them already; the rest, if any, go to
+// goroutines as push sends them.
+func (q *serialQueue) runHere(limit int) {
+	q.mu.Lock()
+	if q.running || len(q.items) == 0 {
+		q.mu.Unlock()
+		return
+	}
+	q.running = true
+	q.mu.Unlock()
+	for range limit {
+		q.mu.Lock()
+		if len(q.items) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		it := q.items[0]
+		q.items[0] = queued{}
+		q.items = q.items[1:]
+		q.mu.Unlock()
+		it.run()
+	}
+	q.next()
+}
+
 // next hands the first item to exec; the item's goroutine calls next again
 // when it has run, so items never overlap.
 func (q *serialQueue) next() {

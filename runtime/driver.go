@@ -184,7 +184,15 @@ func (c *Client) perform(e *engine.Effect) {
 			return // nobody would see it: spare the event queue its goroutine
 		}
 		c.wg.Add(1)
-		c.events.push(queued{run: func() { defer c.wg.Done(); c.deliver(ev) }, mustRun: true})
+		it := queued{run: func() { defer c.wg.Done(); c.deliver(ev) }, mustRun: true}
+		if c.inl.active {
+			// An API caller is applying its input (applySync): it
+			// delivers the event itself once it has let go of the lock,
+			// sparing a goroutine that would have to be woken.
+			c.events.add(it)
+		} else {
+			c.events.push(it)
+		}
 	case engine.EffComplete:
 		ch := c.waiters[e.Waiter]
 		delete(c.waiters, e.Waiter)

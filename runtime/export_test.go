@@ -34,3 +34,12 @@ func (c *Client) HoldEngine() (release func()) {
 
 // MaxLeaseCalls is how many lease calls run at once (maxLeaseCalls).
 const MaxLeaseCalls = maxLeaseCalls
+
+// EventsIdle reports whether no event waits for delivery and no goroutine
+// delivers events.
+func (c *Client) EventsIdle() bool {
+	q := c.events
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return !q.running && len(q.items) == 0
+}

@@ -95,14 +95,18 @@ type Event struct {
 }
 
 // Observer receives the engine's events, one at a time and in order, on a
-// goroutine of the engine's (never while an internal lock is held). It must
-// return promptly; a panic in it is recovered and logged. It is the hook for
-// metrics: who leads each lease, ownership changes, renewal latency, session
-// state, expirations. The modules extra/simbaprometheus and extra/simbaotel
+// goroutine of the engine's, never while an internal lock is held. The events
+// a Lock, TryLock or Unlock causes while it makes its backend call on its
+// caller's goroutine (see [Client.Lock]) are delivered on that goroutine too,
+// before the call goes out or returns, unless older events are still being
+// delivered: waking a goroutine for each cost a Lock and Unlock on Redis about
+// 50 µs on a 2-core machine. It must return promptly; a panic in it is
+// recovered and logged. It is the hook for metrics: who leads each lease,
+// ownership changes, renewal latency, session state, expirations. The modules extra/simbaprometheus and extra/simbaotel
 // implement it.
 type Observer interface {
-	// Observe receives one event. It runs on the engine's event goroutine,
-	// after the previous call returned; it must not block.
+	// Observe receives one event, after the previous call returned; it
+	// must not block.
 	Observe(Event)
 }
 

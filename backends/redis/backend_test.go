@@ -353,3 +353,25 @@ func TestReadOnly(t *testing.T) {
 		t.Errorf("keys of the namespace after a read-only open and listing: %v, %v; want none", keys, err)
 	}
 }
+
+// The meta hash is a hash table, not a listpack, from its first write on:
+// its about field is longer than a listpack takes (see metaAbout).
+func TestMetaHashTable(t *testing.T) {
+	if len(metaAbout) <= 64 {
+		t.Errorf("metaAbout is %d bytes; want more than 64 (hash-max-listpack-value)", len(metaAbout))
+	}
+	addr, admin := sharedRedis(t)
+	b := newBackend(t, newClient(t, addr), admin)
+	ctx := context.Background()
+	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if enc, err := admin.ObjectEncoding(ctx, b.keys.meta()).Result(); err != nil || enc != "hashtable" {
+		t.Errorf("OBJECT ENCODING of the meta hash = %q, %v; want hashtable", enc, err)
+	}
+	if about, err := admin.HGet(ctx, b.keys.meta(), "about").Result(); err != nil || about != metaAbout {
+		t.Errorf("the meta hash's about = %q, %v; want %q", about, err, metaAbout)
+	}
+}

@@ -60,16 +60,24 @@ func TestConformance(t *testing.T) {
 }
 
 // expireSession sets the session's expiry in the past, behind its client's
-// back: Redis treats it as expired from now on, and the next script that
-// meets it ends it (releasing its leases, ending its memberships).
+// back, in both places it is kept (its e: field and the sessions set): Redis
+// treats it as expired from now on, and the next script that meets it ends
+// it (releasing its leases, ending its memberships).
 func expireSession(t testing.TB, c redis.UniversalClient, l layout, id string) {
 	t.Helper()
-	n, err := c.ZAddXX(context.Background(), l.sessions(), redis.Z{Score: 0, Member: id}).Result()
+	ctx := context.Background()
+	if s, err := c.ZScore(ctx, l.sessions(), id).Result(); err != nil || s == 0 {
+		t.Fatalf("expiring session %s: its expiry is %v, %v; want it live", id, s, err)
+	}
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAddXX(ctx, l.sessions(), redis.Z{Score: 0, Member: id})
+		p.HSet(ctx, l.meta(), field(fieldExpiry, id), 0)
+		return nil
+	})
 	if err != nil {
 		t.Fatalf("expiring session %s: %v", id, err)
 	}
-	_ = n // ZADD XX reports added members only: 0 either way
-	if s, err := c.ZScore(context.Background(), l.sessions(), id).Result(); err != nil || s != 0 {
-		t.Fatalf("expiring session %s: score %v, %v; want it live and set to 0", id, s, err)
+	if s, err := c.ZScore(ctx, l.sessions(), id).Result(); err != nil || s != 0 {
+		t.Fatalf("expiring session %s: score %v, %v; want it set to 0", id, s, err)
 	}
 }

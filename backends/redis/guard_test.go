@@ -64,8 +64,8 @@ func TestAmnesiaEveryNamespace(t *testing.T) {
 
 	restartAt := time.Now()
 	srv.restart() // SHUTDOWN NOSAVE; the new process loads the older dump.rdb
-	if n, err := admin.Exists(ctx, nsB.keys.session(string(spaces[1].restored.ID()))).Result(); err != nil || n != 1 {
-		t.Fatalf("b's session after the reload: exists = %d, %v; want the snapshot loaded", n, err)
+	if n, err := admin.HExists(ctx, nsB.keys.meta(), field(fieldExpiry, string(spaces[1].restored.ID()))).Result(); err != nil || !n {
+		t.Fatalf("b's session after the reload: on record = %v, %v; want the snapshot loaded", n, err)
 	}
 
 	// Namespace a first: it loads the scripts into the new process.

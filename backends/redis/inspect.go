@@ -21,7 +21,8 @@ const inspectPage = 1000
 // Inspect lists the namespace's live sessions, the leases they hold and the
 // groups they joined ([backends.Inspector]), with plain reads (no script): a
 // cursor over the sessions, then pipelined reads of each session's records,
-// in pages of 1,000. It changes nothing. The lists are read close together,
+// in pages of 1,000 (the leases' records one HMGET of the meta hash per
+// page). It changes nothing. The lists are read close together,
 // not as one snapshot. A namespace of another layout version is refused with
 // an error wrapping [ErrLayout].
 func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
@@ -71,17 +72,20 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 	groups := make(map[string]bool)
 	for page := range slices.Chunk(ids, inspectPage) {
 		pipe := b.client.Pipeline()
-		who := make([]*redis.StringCmd, len(page))
+		fields := make([]string, len(page))
+		for i, id := range page {
+			fields[i] = field(fieldIdentity, id)
+		}
+		who := pipe.HMGet(ctx, b.keys.meta(), fields...)
 		joined := make([]*redis.StringSliceCmd, len(page))
 		for i, id := range page {
-			who[i] = pipe.HGet(ctx, b.keys.session(id), "who")
-			joined[i] = pipe.SMembers(ctx, b.keys.base+tagJoined+id)
+			joined[i] = pipe.SMembers(ctx, b.keys.joined(id))
 		}
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 			return inv, b.unavailable(ctx, "inspect", err)
 		}
 		for i, id := range page {
-			identity[id] = who[i].Val()
+			identity[id], _ = who.Val()[i].(string)
 			for _, g := range joined[i].Val() {
 				groups[g] = true
 			}
@@ -95,37 +99,34 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 			Remaining: fromMicros(expiry[id] - nowUS)}
 		var names []string
 		for cursor := uint64(0); ; {
-			kv, next, err := b.client.ZScan(ctx, b.keys.base+tagOwned+id, cursor, "", inspectPage).Result()
+			kv, next, err := b.client.ZScan(ctx, b.keys.owned(id), cursor, "", inspectPage).Result()
 			if err != nil {
 				return inv, b.unavailable(ctx, "inspect", err)
 			}
 			for i := 0; i+1 < len(kv); i += 2 {
-				if kv[i] != versionMember {
-					names = append(names, kv[i])
-				}
+				names = append(names, kv[i])
 			}
 			if cursor = next; cursor == 0 {
 				break
 			}
 		}
 		for page := range slices.Chunk(names, inspectPage) {
-			pipe := b.client.Pipeline()
-			recs := make([]*redis.SliceCmd, len(page))
-			for i, name := range page {
-				recs[i] = pipe.HMGet(ctx, b.keys.base+tagLease+name, "s", "t", "v")
+			fields := make([]string, 0, 3*len(page))
+			for _, name := range page {
+				fields = append(fields, field(fieldHolder, name), field(fieldToken, name), field(fieldValue, name))
 			}
-			if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+			recs, err := b.client.HMGet(ctx, b.keys.meta(), fields...).Result()
+			if err != nil {
 				return inv, b.unavailable(ctx, "inspect", err)
 			}
 			for i, name := range page {
-				v := recs[i].Val()
-				if holder, _ := v[0].(string); holder != id {
+				if holder, _ := recs[3*i].(string); holder != id {
 					continue
 				}
-				tok, _ := v[1].(string)
+				tok, _ := recs[3*i+1].(string)
 				t, _ := strconv.ParseInt(tok, 10, 64)
 				l := backends.LeaseInfo{Name: name, Session: info.ID, Identity: info.Identity, Token: backends.Token(t)}
-				if val, ok := v[2].(string); ok {
+				if val, ok := recs[3*i+2].(string); ok {
 					l.Value = []byte(val)
 				}
 				inv.Leases = append(inv.Leases, l)
@@ -146,8 +147,8 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 		parts := make([]*redis.StringCmd, len(page))
 		members := make([]*redis.StringSliceCmd, len(page))
 		for i, g := range page {
-			parts[i] = pipe.HGet(ctx, b.keys.base+tagGroup+g, "parts")
-			members[i] = pipe.SMembers(ctx, b.keys.base+tagMembers+g)
+			parts[i] = pipe.HGet(ctx, b.keys.group(g), "parts")
+			members[i] = pipe.SMembers(ctx, b.keys.members(g))
 		}
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 			return inv, b.unavailable(ctx, "inspect", err)

@@ -21,7 +21,7 @@ func heldBy(t *testing.T, c *redis.Client, l layout, id string, names []string) 
 	cmds := make([]*redis.StringCmd, len(names))
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, name := range names {
-			cmds[i] = p.HGet(ctx, l.base+tagLease+name, "s")
+			cmds[i] = p.HGet(ctx, l.meta(), field(fieldHolder, name))
 		}
 		return nil
 	})
@@ -35,6 +35,36 @@ func heldBy(t *testing.T, c *redis.Client, l layout, id string, names []string) 
 		}
 	}
 	return held
+}
+
+// sessionRecords returns what is left of session id in Redis: its keys
+// (owned, joined) and its fields of the meta hash.
+func sessionRecords(t *testing.T, c *redis.Client, l layout, id string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var left []string
+	for _, k := range []string{l.owned(id), l.joined(id)} {
+		if n, err := c.Exists(ctx, k).Result(); err != nil {
+			t.Fatalf("EXISTS %s: %v", k, err)
+		} else if n > 0 {
+			left = append(left, k)
+		}
+	}
+	tags := []string{fieldExpiry, fieldTTL, fieldLeases, fieldVersion, fieldLeave, fieldIdentity}
+	fields := make([]string, len(tags))
+	for i, tag := range tags {
+		fields[i] = field(tag, id)
+	}
+	vals, err := c.HMGet(ctx, l.meta(), fields...).Result()
+	if err != nil {
+		t.Fatalf("HMGET %s: %v", l.meta(), err)
+	}
+	for i, v := range vals {
+		if v != nil {
+			left = append(left, l.meta()+" "+fields[i])
+		}
+	}
+	return left
 }
 
 // S1: a keep-alive ends crashed sessions on the way, but releases at most
@@ -129,9 +159,8 @@ func TestReapIsBounded(t *testing.T) {
 	if _, err := live.KeepAlive(ctx); err != nil { // ends the session, if only its records are left
 		t.Fatal(err)
 	}
-	keys := []string{b.keys.session(id), b.keys.base + tagOwned + id, b.keys.base + tagJoined + id}
-	if n, err := admin.Exists(ctx, keys...).Result(); err != nil || n != 0 {
-		t.Errorf("the crashed session's keys: %d exist, %v; want none once it is reaped", n, err)
+	if left := sessionRecords(t, admin, b.keys, id); len(left) > 0 {
+		t.Errorf("the crashed session's records %v are left; want none once it is reaped", left)
 	}
 	if err := admin.ZScore(ctx, b.keys.sessions(), id).Err(); !errors.Is(err, redis.Nil) {
 		t.Errorf("the crashed session in the sessions set: %v; want it gone", err)
@@ -194,7 +223,7 @@ func TestCloseManyLeases(t *testing.T) {
 	if _, err := s.KeepAlive(ctx); !errors.Is(err, backends.ErrSessionExpired) {
 		t.Errorf("KeepAlive after Close = %v; want ErrSessionExpired", err)
 	}
-	if n, err := admin.Exists(ctx, b.keys.session(string(s.ID())), b.keys.base+tagOwned+string(s.ID())).Result(); err != nil || n != 0 {
-		t.Errorf("the closed session's keys: %d exist, %v; want none", n, err)
+	if left := sessionRecords(t, admin, b.keys, string(s.ID())); len(left) > 0 {
+		t.Errorf("the closed session's records %v are left; want none", left)
 	}
 }

@@ -22,15 +22,26 @@ import (
 // and a release per term — and a prelude of helpers they do not call costs
 // Redis time on every call.
 //
+// What a script costs Redis is mostly the commands it calls: on the test
+// machine, one redis.call costs about 1 to 3 µs (the command, and the
+// conversion of its arguments and reply), an empty script about 2.5 µs.
+// So the state that the hot scripts read and write together lives in one
+// hash, the meta hash (see keys.go): an acquire reads the token counter, the
+// guard, the calling session's expiry and digest and the lease's record in
+// one HMGET, and writes the counter, the record and the digest in one HSET;
+// a release reads in one HMGET too. Each check below costs a field of that
+// HMGET, not a command of its own (doc.go lists what each costs).
+//
 //   - Every script that needs the time reads Redis's clock (TIME; acquire
-//     takes it from INFO, see luaInfoNow): expiry is measured by Redis, never
-//     by the client (D1). Redis ≥ 5 replicates a script's effects, not
-//     the script, so reading the clock before writing is allowed.
+//     takes it from INFO when it reads INFO anyway, see luaInfoNow): expiry
+//     is measured by Redis, never by the client (D1). Redis ≥ 5 replicates
+//     a script's effects, not the script, so reading the clock before
+//     writing is allowed.
 //   - The scripts that grant a lease (acquire) or renew a session (open,
 //     keep-alive, owned, and check) check the namespace's meta hash on
 //     every call: the layout version (refusing another version,
 //     [ErrLayout]) and the run id of the Redis process (the amnesia guard,
-//     §15; see check_meta). The others — release, put value, join,
+//     §15; see check_meta). The others — release, holder, put value, join,
 //     leave, members, close — grant nothing, and act only for a live
 //     session, which a guarded script opened and renewed.
 //
@@ -43,23 +54,29 @@ import (
 // membership of a session that is not alive as absent.
 //
 // Then the operation checks that the calling session is alive by Redis's
-// clock before it reads or writes anything else, so that a call that reaches
-// Redis late can neither extend nor revive a session that expired
-// meanwhile, nor touch what another session now holds (S3).
+// clock before it decides or writes anything else (it may have read the
+// session's expiry in the same command as the fields it needs next), so that
+// a call that reaches Redis late can neither extend nor revive a session
+// that expired meanwhile, nor touch what another session now holds (S3).
 //
-// The meta hash {p}:meta holds:
+// A session is alive while the e:<id> field of the meta hash is later than
+// Redis's clock. The sessions sorted set holds the same expiry, as the order
+// in which the reapers end sessions; set_expiry and end_now write both, and
+// nothing else writes either.
+//
+// The meta hash's own fields:
 //
 //	layout  the layout version (layoutVersion)
 //	run     the run id of the Redis process that last checked it
 //	guard   no new lease is granted before this instant (µs of Redis time)
 //	token   the last token issued (tokens are max(token+1, now in µs))
 //	rev     a namespace-wide revision, the source of group epochs
+//	about   what the namespace is, for people (metaAbout)
 //
 // Times are microseconds of Redis time (about 1.8e15 today), tokens are at
 // most 2^53-1: both are exact in Lua's doubles. redis.call formats number
 // arguments with %.17g, which is exact for them; tostring would round them
-// (it uses %.14g), so the scripts never use it, nor string.format, which
-// costs more than a redis.call.
+// (it uses %.14g), so the scripts never use it.
 //
 // The scripts touch keys they do not declare in KEYS (they build them from
 // the namespace's base, ARGV[1]); KEYS[1] is the meta hash, which routes the
@@ -69,9 +86,34 @@ import (
 // Arguments: ARGV[1] is the namespace's base ("{prefix}:"), ARGV[2] the
 // calling session's id (empty for check); the guarded scripts get MaxLease
 // in µs as ARGV[3]. The operation's own arguments follow.
+//
+// In the Lua sources, $NAME stands for a tag of keys.go (luaTags): '$EXPIRY'
+// .. id is the field e:<id>.
 const luaHeader = `
 local META, P, SID = KEYS[1], ARGV[1], ARGV[2]
 `
+
+// luaTags replaces the $NAME placeholders of the Lua sources with the tags of
+// keys.go.
+var luaTags = strings.NewReplacer(
+	"$EXPIRY", fieldExpiry,
+	"$TTL", fieldTTL,
+	"$LEASES", fieldLeases,
+	"$VERSION", fieldVersion,
+	"$LEAVE", fieldLeave,
+	"$IDENTITY", fieldIdentity,
+	"$HOLDER", fieldHolder,
+	"$TOKEN", fieldToken,
+	"$VALUE", fieldValue,
+	"$WAITING", fieldWaiting,
+	"$OWNED", tagOwned,
+	"$JOINED", tagJoined,
+	"$GROUP", tagGroup,
+	"$MEMBERS", tagMembers,
+	"$PARTHOLDERS", tagHolders,
+	"$WAITERS", tagWaiters,
+	"$WAKE", tagWake,
+)
 
 // A luaHelper is a piece of Lua that scripts include when they use it — a
 // function or a few locals — and the helpers it uses itself.
@@ -82,7 +124,8 @@ type luaHelper struct {
 
 func helper(src string, uses ...*luaHelper) *luaHelper { return &luaHelper{src: src, uses: uses} }
 
-// The helpers. The key helpers are in keys.go (luaKey).
+// The helpers. They build keys inline, P .. '$OWNED' .. id: a function
+// per key would cost a closure per call.
 var (
 	// NOW, Redis's clock in µs. Helpers that use it list luaClock, which
 	// newScript resolves to luaNow (TIME) unless the script listed
@@ -98,7 +141,7 @@ local NOW = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local INFO = redis.call('INFO', 'server')
 `)
 
-	// The acquire script reads INFO anyway (the amnesia guard): its
+	// The guarded acquire reads INFO anyway (the amnesia guard): its
 	// server_time_usec is Redis's clock at the start of the call, which
 	// spares a TIME. It may be earlier than TIME (by the script's time so
 	// far), never later, and every use acquire makes of NOW is safe with an
@@ -106,7 +149,8 @@ local INFO = redis.call('INFO', 'server')
 	// grant), the guard longer, and tokens stay max(last+1, NOW), above the
 	// guard's end after a loss. The renewal scripts keep TIME: they send NOW
 	// back as the base of a deadline. An older Redis whose INFO lacks
-	// server_time_usec: TIME then.
+	// server_time_usec: TIME then. (The armed acquire reads no INFO, and
+	// TIME.)
 	luaInfoNow = helper(`
 local at = string.find(INFO, 'server_time_usec:', 1, true)
 local NOW = at and tonumber(string.match(INFO, '^%d+', at + 17))
@@ -140,14 +184,14 @@ end
 	luaTouchPart = helper(`
 local function touch_part(g, i, holder)
   if holder then
-    redis.call('HSET', holders_key(g), i, holder)
+    redis.call('HSET', P .. '$PARTHOLDERS' .. g, i, holder)
   else
-    redis.call('HDEL', holders_key(g), i)
+    redis.call('HDEL', P .. '$PARTHOLDERS' .. g, i)
   end
-  local parts = tonumber(redis.call('HGET', group_key(g), 'parts') or '0')
-  if i < parts then redis.call('HSET', group_key(g), 'epoch', next_rev()) end
+  local parts = tonumber(redis.call('HGET', P .. '$GROUP' .. g, 'parts') or '0')
+  if i < parts then redis.call('HSET', P .. '$GROUP' .. g, 'epoch', next_rev()) end
 end
-`, luaKeyHolders, luaKeyGroup, luaNextRev)
+`, luaNextRev)
 
 	// The same, from the lease name.
 	luaTouchPartition = helper(`
@@ -161,20 +205,35 @@ end
 	// removes g from the session's groups.
 	luaLeaveGroup = helper(`
 local function leave_group(id, g)
-  redis.call('SREM', members_key(g), id)
-  if redis.call('SCARD', members_key(g)) == 0 then
-    redis.call('DEL', group_key(g))
+  redis.call('SREM', P .. '$MEMBERS' .. g, id)
+  if redis.call('SCARD', P .. '$MEMBERS' .. g) == 0 then
+    redis.call('DEL', P .. '$GROUP' .. g)
   else
-    redis.call('HSET', group_key(g), 'epoch', next_rev())
+    redis.call('HSET', P .. '$GROUP' .. g, 'epoch', next_rev())
   end
 end
-`, luaKeyMembers, luaKeyGroup, luaNextRev)
+`, luaNextRev)
 
 	// The most leases and memberships one call releases of sessions that
 	// ended, and the most sessions a renewal reaps.
 	luaReapLimits = helper(`
 local REAP_BUDGET, REAP_SESSIONS = ` + strconv.Itoa(reapBudget) + `, ` + strconv.Itoa(reapSessions) + `
 `)
+
+	// set_expiry makes session id expire at e (µs of Redis time); end_now
+	// ends it at once. They write the session's expiry in both places: its
+	// e: field, which says whether it is alive, and the sessions set, which
+	// orders the reaping.
+	luaSetExpiry = helper(`
+local function set_expiry(id, e)
+  redis.call('ZADD', SESSIONS, e, id)
+  redis.call('HSET', META, '$EXPIRY' .. id, e)
+end
+local function end_now(id)
+  redis.call('ZADD', SESSIONS, 0, id)
+  redis.call('HDEL', META, '$EXPIRY' .. id)
+end
+`, luaSessions)
 
 	// end_session releases what session id holds, waking watchers, ends
 	// its memberships, and deletes it, once the session is dead (closed or
@@ -183,22 +242,31 @@ local REAP_BUDGET, REAP_SESSIONS = ` + strconv.Itoa(reapBudget) + `, ` + strconv
 	// whether it finished. A session not finished stays in the sessions
 	// set, dead (its expiry is past), and later calls go on: until then,
 	// what it still holds on record is free to others (acquire and members
-	// check that the holder is alive).
+	// check that the holder is alive). The lease records of a page are read
+	// in one HMGET and deleted in one HDEL.
 	luaEndSession = helper(`
 local function end_session(id, budget)
-  local ok, jk = owned_key(id), joined_key(id)
+  local ok, jk = P .. '$OWNED' .. id, P .. '$JOINED' .. id
   if budget > 0 then
     local names = redis.call('ZRANGE', ok, 0, budget - 1)
-    for _, name in ipairs(names) do
-      local lk = lease_key(name)
-      if name ~= VERSION and redis.call('HGET', lk, 's') == id then
-        redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
-        touch_partition(name, nil)
-        wake(name, id)
+    if #names > 0 then
+      local fields = {}
+      for i, name in ipairs(names) do
+        fields[2 * i - 1], fields[2 * i] = '$HOLDER' .. name, '$WAITING' .. name
       end
+      local recs = redis.call('HMGET', META, unpack(fields))
+      local free = {}
+      for i, name in ipairs(names) do
+        if recs[2 * i - 1] == id then
+          free[#free + 1], free[#free + 2] = '$HOLDER' .. name, '$TOKEN' .. name
+          touch_partition(name, nil)
+          if recs[2 * i] then wake(name, id) end
+        end
+      end
+      if #free > 0 then redis.call('HDEL', META, unpack(free)) end -- values, if any, stay
+      redis.call('ZREMRANGEBYRANK', ok, 0, #names - 1)
+      budget = budget - #names
     end
-    if #names > 0 then redis.call('ZREMRANGEBYRANK', ok, 0, #names - 1) end
-    budget = budget - #names
   end
   if budget > 0 then
     local groups = redis.call('SPOP', jk, budget)
@@ -206,52 +274,57 @@ local function end_session(id, budget)
     budget = budget - #groups
   end
   if redis.call('EXISTS', ok, jk) > 0 then return budget, false end
-  redis.call('DEL', sess_key(id))
+  redis.call('HDEL', META, '$EXPIRY' .. id, '$TTL' .. id, '$LEASES' .. id, '$VERSION' .. id, '$LEAVE' .. id,
+    '$IDENTITY' .. id)
   redis.call('ZREM', SESSIONS, id)
   return budget, true
 end
-`, luaKeyOwned, luaKeyJoined, luaKeyLease, luaTouchPartition, luaWake, luaLeaveGroup, luaKeySession, luaSessions,
-		luaVersion)
+`, luaTouchPartition, luaWake, luaLeaveGroup, luaSessions)
 
 	// wake tells the backends waiting for lease name that session from
 	// released it (or ended): only the WAKE that were refused it last, so
 	// that a release costs the same however many nodes wait (the others
 	// try on their own schedule, or when their refusal told them the
-	// holder's expiry). A lease nobody waits for costs one EXISTS.
+	// holder's expiry). Its callers call it only if the lease's q: field
+	// says someone may wait, so that a lease nobody waits for costs no
+	// command; it deletes that field once the waiters' set is empty.
 	luaWake = helper(`
-local WAKE = `+strconv.Itoa(wakePerRelease)+`
+local WAKE = ` + strconv.Itoa(wakePerRelease) + `
 local function wake(name, from)
-  local qk = waiters_key(name)
+  local qk = P .. '$WAITERS' .. name
   local nodes = redis.call('ZREVRANGE', qk, 0, WAKE - 1)
-  if #nodes == 0 then return end
-  for _, node in ipairs(nodes) do redis.call('PUBLISH', wake_channel(node), name .. ' ' .. from) end
-  redis.call('ZREM', qk, unpack(nodes))
+  for _, node in ipairs(nodes) do redis.call('PUBLISH', P .. '$WAKE' .. node, name .. ' ' .. from) end
+  if #nodes > 0 then redis.call('ZREM', qk, unpack(nodes)) end
+  if #nodes < WAKE then redis.call('HDEL', META, '$WAITING' .. name) end
 end
-`, luaKeyWaiters, luaKeyWake)
+`)
 
 	// wait records that node (a backend, "" for none) waits for lease name,
 	// for wake: refused it (rank NOW), or only reading its holder (rank
 	// NOW − 2^40 µs, so that readers are woken only when fewer candidates
 	// wait than a release wakes). The latest 64 are kept, for 2 × maxLease
-	// (µs).
+	// (µs). It sets the lease's q: field unless flagged says it is set
+	// (acquire does not read it: it would cost every grant a field).
 	luaWait = helper(`
-local function wait(name, node, rank, maxLease)
+local function wait(name, node, rank, maxLease, flagged)
   if node == '' then return end
-  local qk = waiters_key(name)
+  local qk = P .. '$WAITERS' .. name
   redis.call('ZADD', qk, rank, node)
   if redis.call('ZCARD', qk) > 64 then redis.call('ZREMRANGEBYRANK', qk, 0, -65) end
   redis.call('PEXPIRE', qk, math.floor(maxLease / 500))
+  if not flagged then redis.call('HSET', META, '$WAITING' .. name, 1) end
 end
-`, luaKeyWaiters)
+`)
 
 	// alive reports whether session id is alive by Redis's clock. A dead
-	// session is left to the reapers (end_session).
+	// session is left to the reapers (end_session). The hot scripts read
+	// the e: field with their other fields instead.
 	luaAlive = helper(`
 local function alive(id)
-  local e = redis.call('ZSCORE', SESSIONS, id)
+  local e = redis.call('HGET', META, '$EXPIRY' .. id)
   return e and tonumber(e) > NOW
 end
-`, luaSessions, luaClock)
+`, luaClock)
 
 	// The amnesia guard (§15). A Redis process that restarted without
 	// its data, reloaded an older snapshot, or is a replica promoted after
@@ -266,20 +339,20 @@ end
 	// can be trusted: every session is ended, and no lease is granted until
 	// MaxLease has passed since the loss, by when every old holder's local
 	// deadline has passed. Reading INFO costs a few µs; only the guarded
-	// scripts pay it.
+	// scripts pay it, and on Redis ≥ 7 their armed variants do not (see
+	// luaArmedMeta).
+	//
+	// check_meta(...) reads the meta hash's layout, run, guard and token,
+	// and the script's own fields (...) after them in the same HMGET. It
+	// returns an error reply, or nil and the fields read (m[5] is the
+	// first of the script's own), read again after a loss ended every
+	// session.
 	luaCheckMeta = helper(`
 local MAXLEASE = tonumber(ARGV[3])
 local GUARD, TOKEN = 0, 0 -- from the meta hash, read by check_meta
 local RUN_ID = '?'        -- the run id of this process, from INFO
 
-local function check_meta()
-  local m = redis.call('HMGET', META, 'layout', 'run', 'guard', 'token')
-  if m[1] and m[1] ~= LAYOUT then return {'LAYOUT', m[1]} end
-  GUARD, TOKEN = tonumber(m[3] or '0'), tonumber(m[4] or '0')
-  local at = string.find(INFO, 'run_id:', 1, true)
-  RUN_ID = at and string.match(INFO, '^%x+', at + 7) or '?'
-  local run = RUN_ID
-  if m[1] and m[2] == run then return nil end
+local function lost(m)
   local guard
   if m[1] or redis.call('ZCARD', SESSIONS) > 0 then
     -- Another process, or a namespace that lost its meta hash only: the
@@ -293,17 +366,32 @@ local function check_meta()
     local up = tonumber(string.match(INFO, 'uptime_in_seconds:(%d+)') or '0')
     guard = NOW - math.max(0, up - 1) * 1000000 + MAXLEASE
   end
-  if GUARD > guard then guard = GUARD end
-  GUARD = guard
+  local old = tonumber(m[3] or '0')
+  if old > guard then guard = old end
   -- Every session ends: an expiry of 0 is past, and the reapers release
   -- what they held.
   redis.call('ZUNIONSTORE', SESSIONS, 1, SESSIONS, 'WEIGHTS', 0)
-  redis.call('HSET', META, 'layout', LAYOUT, 'run', run, 'guard', guard)
-  return nil
+  local ids = redis.call('ZRANGE', SESSIONS, 0, -1)
+  for i = 1, #ids, 1000 do
+    local f = {}
+    for j = i, math.min(i + 999, #ids) do f[#f + 1] = '$EXPIRY' .. ids[j] end
+    redis.call('HDEL', META, unpack(f))
+  end
+  redis.call('HSET', META, 'layout', LAYOUT, 'run', RUN_ID, 'guard', guard, 'about', ABOUT)
 end
 
-local bad = check_meta()
-if bad then return bad end
+local function check_meta(...)
+  local m = redis.call('HMGET', META, 'layout', 'run', 'guard', 'token', ...)
+  if m[1] and m[1] ~= LAYOUT then return {'LAYOUT', m[1]} end
+  local at = string.find(INFO, 'run_id:', 1, true)
+  RUN_ID = at and string.match(INFO, '^%x+', at + 7) or '?'
+  if not (m[1] and m[2] == RUN_ID) then
+    lost(m)
+    m = redis.call('HMGET', META, 'layout', 'run', 'guard', 'token', ...)
+  end
+  GUARD, TOKEN = tonumber(m[3] or '0'), tonumber(m[4] or '0')
+  return nil, m
+end
 `, luaInfo, luaClock, luaSessions, luaLayout)
 
 	// The armed variant of check_meta, for Redis ≥ 7 (see armed.go): the
@@ -316,81 +404,62 @@ if bad then return bad end
 	luaArmedMeta = helper(`
 local MAXLEASE = tonumber(ARGV[3])
 local GUARD, TOKEN = 0, 0
-do
-  local m = redis.call('HMGET', META, 'layout', 'run', 'guard', 'token')
+
+local function check_meta(...)
+  local m = redis.call('HMGET', META, 'layout', 'run', 'guard', 'token', ...)
   if m[1] ~= LAYOUT then
     if m[1] then return {'LAYOUT', m[1]} end
     return {'ARM'}
   end
   if m[2] ~= RUN then return {'ARM'} end
   GUARD, TOKEN = tonumber(m[3] or '0'), tonumber(m[4] or '0')
+  return nil, m
 end
 `, luaClock, luaLayout)
 
 	luaLayout = helper(`
-local LAYOUT = '` + layoutVersion + `'
+local LAYOUT, ABOUT = '` + layoutVersion + `', '` + metaAbout + `'
 `)
 
-	// The digest's version lives in the session's owned set, as the score
-	// of a member that is no lease name (T1 allows no '#'): every
-	// acquisition and release adds one to it (backends.Digest), so that a
-	// node can follow its own changes from their replies. bump does so and
-	// returns the new digest's leases and version.
-	luaVersion = helper(`
-local VERSION = '` + versionMember + `'
-local function bump(ok)
-  local v = redis.call('ZINCRBY', ok, 1, VERSION)
-  return redis.call('ZCARD', ok) - 1, tonumber(v)
-end
-`)
-
-	// holder describes the holder of lease record cur (HMGET s t) if it is
-	// a live session: its id, token, remaining time (µs) and identity.
+	// holder describes session id, the holder on record of a lease with
+	// token tok, if it is alive: its id, token, remaining time (µs) and
+	// identity.
 	luaHolder = helper(`
-local function holder(cur)
-  if not cur[1] then return nil end
-  local e = redis.call('ZSCORE', SESSIONS, cur[1])
-  if not e or tonumber(e) <= NOW then return nil end
-  return {cur[1], tonumber(cur[2]), tonumber(e) - NOW, redis.call('HGET', sess_key(cur[1]), 'who') or ''}
+local function holder(id, tok)
+  local s = redis.call('HMGET', META, '$EXPIRY' .. id, '$IDENTITY' .. id)
+  local e = tonumber(s[1] or '0')
+  if e <= NOW then return nil end
+  return {id, tonumber(tok), e - NOW, s[2] or ''}
 end
-`, luaSessions, luaClock, luaKeySession)
-
-	// session reads the session hash: ttl, mrev.
-	luaSession = helper(`
-local function session(id)
-  return redis.call('HMGET', sess_key(id), 'ttl', 'mrev')
-end
-`, luaKeySession)
+`, luaClock)
 
 	// The reply of OpenSession, KeepAlive and Owned: status, remaining
-	// (µs), now (µs), and the digest (leases, version, groups), from the
-	// session hash s. Its cost grows with the groups joined, never with the
-	// leases held (S1).
+	// (µs), now (µs), and the digest: leases n and version v (the
+	// session's n: and r: fields), and groups, from mrev (its m: field) and
+	// the epochs of the groups it joined. Its cost grows with the groups
+	// joined, never with the leases held (S1).
 	luaRenewal = helper(`
-local function renewal(id, s, remaining)
-  local groups = tonumber(s[2] or '0')
-  for _, g in ipairs(redis.call('SMEMBERS', joined_key(id))) do
-    local e = tonumber(redis.call('HGET', group_key(g), 'epoch') or '0')
+local function renewal(id, remaining, n, v, mrev)
+  local groups = tonumber(mrev or '0')
+  for _, g in ipairs(redis.call('SMEMBERS', P .. '$JOINED' .. id)) do
+    local e = tonumber(redis.call('HGET', P .. '$GROUP' .. g, 'epoch') or '0')
     if e > groups then groups = e end
   end
-  local ok = owned_key(id)
-  local n, v = redis.call('ZCARD', ok), redis.call('ZSCORE', ok, VERSION)
-  if v then n = n - 1 end
-  return {'OK', remaining, NOW, n, tonumber(v or '0'), groups}
+  return {'OK', remaining, NOW, tonumber(n or '0'), tonumber(v or '0'), groups}
 end
-`, luaKeyJoined, luaKeyGroup, luaKeyOwned, luaClock, luaVersion)
+`, luaClock)
 
 	// prune ends the memberships of group g's members that are not alive.
 	luaPrune = helper(`
 local function prune(g)
-  for _, id in ipairs(redis.call('SMEMBERS', members_key(g))) do
+  for _, id in ipairs(redis.call('SMEMBERS', P .. '$MEMBERS' .. g)) do
     if not alive(id) then
       leave_group(id, g)
-      redis.call('SREM', joined_key(id), g)
+      redis.call('SREM', P .. '$JOINED' .. id, g)
     end
   end
 end
-`, luaKeyMembers, luaKeyJoined, luaAlive, luaLeaveGroup)
+`, luaAlive, luaLeaveGroup)
 
 	// reap ends sessions whose expiry has passed, the oldest first, within
 	// one budget. The renewal scripts call it, so that leases and
@@ -407,10 +476,6 @@ local function reap()
 end
 `, luaSessions, luaClock, luaReapLimits, luaEndSession)
 )
-
-// versionMember is the member of a session's owned set whose score is the
-// digest's version (see luaVersion).
-const versionMember = "#"
 
 // Reaping limits: a call releases at most reapBudget leases and memberships
 // of sessions that ended (releasing 1,000 leases took about 3 ms of Redis
@@ -439,80 +504,100 @@ const wakePerRelease = 2
 var (
 	// ARGV[4]: the granted time to live in µs; ARGV[5]: the identity.
 	// Idempotent, so that a retry of a call whose reply was lost does no
-	// harm.
+	// harm; the session's place in the sessions set is read before reap,
+	// which could delete a session that expired, so that a late retry
+	// cannot open a session anew.
 	scriptOpen = newScript("open", `
+local bad, m = check_meta('$EXPIRY' .. SID, '$TTL' .. SID, '$LEASES' .. SID, '$VERSION' .. SID, '$LEAVE' .. SID)
+if bad then return bad end
+local known = redis.call('ZSCORE', SESSIONS, SID)
 reap()
-if redis.call('ZSCORE', SESSIONS, SID) then
-  if not alive(SID) then return {'EXPIRED'} end
+local ttl
+if known then
+  if tonumber(m[5] or '0') <= NOW then return {'EXPIRED'} end
+  ttl = tonumber(m[6])
 else
-  redis.call('HSET', sess_key(SID), 'ttl', ARGV[4], 'mrev', 0, 'who', ARGV[5])
+  ttl = tonumber(ARGV[4])
+  if ARGV[5] == '' then
+    redis.call('HSET', META, '$TTL' .. SID, ARGV[4])
+  else
+    redis.call('HSET', META, '$TTL' .. SID, ARGV[4], '$IDENTITY' .. SID, ARGV[5])
+  end
 end
-local s = session(SID)
-local ttl = tonumber(s[1])
-redis.call('ZADD', SESSIONS, NOW + ttl, SID)
-return renewal(SID, s, ttl)
-`, luaCheckMeta, luaReap, luaAlive, luaKeySession, luaSession, luaRenewal)
+set_expiry(SID, NOW + ttl)
+return renewal(SID, ttl, m[7], m[8], m[9])
+`, luaCheckMeta, luaReap, luaSetExpiry, luaRenewal)
 
 	scriptKeepAlive = newScript("keep-alive", `
+local bad, m = check_meta('$EXPIRY' .. SID, '$TTL' .. SID, '$LEASES' .. SID, '$VERSION' .. SID, '$LEAVE' .. SID)
+if bad then return bad end
 reap()
-if not alive(SID) then return {'EXPIRED'} end
-local s = session(SID)
-local ttl = tonumber(s[1])
-redis.call('ZADD', SESSIONS, NOW + ttl, SID)
-return renewal(SID, s, ttl)
-`, luaCheckMeta, luaReap, luaAlive, luaSession, luaRenewal)
+if tonumber(m[5] or '0') <= NOW then return {'EXPIRED'} end
+local ttl = tonumber(m[6])
+set_expiry(SID, NOW + ttl)
+return renewal(SID, ttl, m[7], m[8], m[9])
+`, luaCheckMeta, luaReap, luaSetExpiry, luaRenewal)
 
 	// ARGV[4], ARGV[5]: the first rank and the number of entries of the
-	// page to read. Reply: as keep-alive's, then the page (name, token, …;
-	// the version member included).
+	// page to read. Reply: as keep-alive's, then the page (name, token, …).
 	scriptOwned = newScript("owned", `
+local bad, m = check_meta('$EXPIRY' .. SID, '$LEASES' .. SID, '$VERSION' .. SID, '$LEAVE' .. SID)
+if bad then return bad end
 reap()
-if not alive(SID) then return {'EXPIRED'} end
-local r = renewal(SID, session(SID), 0)
+if tonumber(m[5] or '0') <= NOW then return {'EXPIRED'} end
+local r = renewal(SID, 0, m[6], m[7], m[8])
 local first = tonumber(ARGV[4])
-r[7] = redis.call('ZRANGE', owned_key(SID), first, first + tonumber(ARGV[5]) - 1, 'WITHSCORES')
+r[7] = redis.call('ZRANGE', P .. '$OWNED' .. SID, first, first + tonumber(ARGV[5]) - 1, 'WITHSCORES')
 return r
-`, luaCheckMeta, luaReap, luaAlive, luaSession, luaRenewal, luaKeyOwned)
+`, luaCheckMeta, luaReap, luaRenewal)
 
 	// ARGV[4]: the lease name; ARGV[5]: the node id of the backend, which a
 	// release wakes if it is refused (luaWait); ARGV[6] and ARGV[7], for a
 	// partition: its group and index. Reply: OK, the token, the digest's
 	// leases and version, and the value if there is one; or HELD and the
 	// holder (see luaHolder).
+	//
+	// Granting a free lease takes four commands: the clock, one HMGET (the
+	// guard's fields, the session's expiry and digest, the lease's record
+	// and value), one HSET (the token counter, the record, the digest) and
+	// one ZADD (the session's owned set, which Owned and the reapers read).
+	// Numbers it writes are formatted once, with string.format('%d'):
+	// redis.call would format each with %.17g, which costs more.
 	scriptAcquire = newScript("acquire", `
-if not alive(SID) then return {'EXPIRED'} end
 local name = ARGV[4]
-local lk = lease_key(name)
-local cur = redis.call('HMGET', lk, 's', 't', 'v')
-local tok, ok = cur[2], owned_key(SID)
-local n, v
-if cur[1] ~= SID then
-  local h = holder(cur)
-  if h then
+local fh, ft = '$HOLDER' .. name, '$TOKEN' .. name
+local fn, fv = '$LEASES' .. SID, '$VERSION' .. SID
+local bad, m = check_meta('$EXPIRY' .. SID, fn, fv, fh, ft, '$VALUE' .. name)
+if bad then return bad end
+if tonumber(m[5] or '0') <= NOW then return {'EXPIRED'} end
+local h = m[8]
+if h == SID then return {'OK', m[9], m[6] or 0, m[7] or 0, m[10]} end
+if h then
+  local held = holder(h, m[9])
+  if held then
     wait(name, ARGV[5], NOW, MAXLEASE)
-    return {'HELD', h[1], h[2], h[3], h[4]}
+    return {'HELD', held[1], held[2], held[3], held[4]}
   end
-  if NOW < GUARD then
-    wait(name, ARGV[5], NOW, MAXLEASE)
-    return {'RECOVERING', GUARD - NOW}
-  end
-  tok = math.max(TOKEN + 1, NOW)
-  if tok > 9007199254740991 then return {'TOKENS'} end -- 2^53-1
-  redis.call('HSET', META, 'token', tok)
-  redis.call('HSET', lk, 's', SID, 't', tok)
-  redis.call('ZADD', ok, tok, name)
-  n, v = bump(ok)
-  if ARGV[6] then touch_part(ARGV[6], tonumber(ARGV[7]), SID) end
-else
-  n = redis.call('ZCARD', ok) - 1
-  v = tonumber(redis.call('ZSCORE', ok, VERSION))
 end
-return {'OK', tok, n, v, cur[3]}
-`, luaInfoNow, luaCheckMeta, luaAlive, luaHolder, luaWait, luaKeyLease, luaKeyOwned, luaVersion, luaTouchPart)
+if NOW < GUARD then
+  wait(name, ARGV[5], NOW, MAXLEASE)
+  return {'RECOVERING', GUARD - NOW}
+end
+local tok = math.max(TOKEN + 1, NOW)
+if tok > 9007199254740991 then return {'TOKENS'} end -- 2^53-1
+local ts = string.format('%d', tok)
+local n, v = tonumber(m[6] or '0') + 1, tonumber(m[7] or '0') + 1
+redis.call('HSET', META, 'token', ts, fh, SID, ft, ts, fn, string.format('%d', n), fv, string.format('%d', v))
+redis.call('ZADD', P .. '$OWNED' .. SID, ts, name)
+if ARGV[6] then touch_part(ARGV[6], tonumber(ARGV[7]), SID) end
+return {'OK', tok, n, v, m[10]}
+`, luaInfoNow, luaCheckMeta, luaHolder, luaWait, luaTouchPart)
 
 	// The header and check_meta: checks the layout and the run id, reaps.
 	// Reply: OK, the run id of the process, and its major version.
 	scriptCheck = newScript("check", `
+local bad = check_meta()
+if bad then return bad end
 reap()
 return {'OK', RUN_ID, tonumber(string.match(INFO, 'redis_version:(%d+)') or '0')}
 `, luaCheckMeta, luaReap)
@@ -522,76 +607,78 @@ var (
 	// ARGV[3]: the lease name; ARGV[4]: the token; ARGV[5] and ARGV[6],
 	// for a partition: its group and index. Reply: OK and the digest's
 	// leases and version.
+	//
+	// Releasing takes five commands: the clock, one HMGET (the session's
+	// expiry and digest, the lease's record, whether anyone waits), one
+	// HDEL (the record), one HSET (the digest) and one ZREM (the owned
+	// set); and the wake-up, only if someone waits.
 	scriptRelease = newScript("release", `
-if not alive(SID) then return {'EXPIRED'} end
 local name = ARGV[3]
-local lk = lease_key(name)
-local cur = redis.call('HMGET', lk, 's', 't')
-local ok = owned_key(SID)
-if cur[1] == SID and cur[2] == ARGV[4] then
-  redis.call('HDEL', lk, 's', 't') -- the value, if any, stays
-  redis.call('ZREM', ok, name)
-  local n, v = bump(ok)
-  if ARGV[5] then touch_part(ARGV[5], tonumber(ARGV[6])) end
-  wake(name, SID)
-  return {'OK', n, v}
-end
-local v = redis.call('ZSCORE', ok, VERSION)
-local n = redis.call('ZCARD', ok)
-if v then n = n - 1 end
-return {'OK', n, tonumber(v or '0')}
-`, luaAlive, luaKeyLease, luaKeyOwned, luaVersion, luaTouchPart, luaWake)
+local fh, ft = '$HOLDER' .. name, '$TOKEN' .. name
+local fn, fv = '$LEASES' .. SID, '$VERSION' .. SID
+local m = redis.call('HMGET', META, '$EXPIRY' .. SID, fn, fv, fh, ft, '$WAITING' .. name)
+if tonumber(m[1] or '0') <= NOW then return {'EXPIRED'} end
+if m[4] ~= SID or m[5] ~= ARGV[4] then return {'OK', m[2] or 0, m[3] or 0} end
+local n, v = tonumber(m[2] or '1') - 1, tonumber(m[3] or '0') + 1
+redis.call('HDEL', META, fh, ft) -- the value, if any, stays
+redis.call('HSET', META, fn, string.format('%d', n), fv, string.format('%d', v))
+redis.call('ZREM', P .. '$OWNED' .. SID, name)
+if ARGV[5] then touch_part(ARGV[5], tonumber(ARGV[6])) end
+if m[6] then wake(name, SID) end
+return {'OK', n, v}
+`, luaClock, luaTouchPart, luaWake)
 
 	// ARGV[3]: the lease name; ARGV[4]: the node id of the backend, which
 	// the next release wakes if few candidates wait (luaWait); ARGV[5]:
 	// MaxLease in µs. Reply: OK and the holder (see luaHolder), or OK alone
 	// if the lease is free.
 	scriptHolder = newScript("holder", `
-if not alive(SID) then return {'EXPIRED'} end
 local name = ARGV[3]
-local h = holder(redis.call('HMGET', lease_key(name), 's', 't'))
+local m = redis.call('HMGET', META, '$EXPIRY' .. SID, '$HOLDER' .. name, '$TOKEN' .. name, '$WAITING' .. name)
+if tonumber(m[1] or '0') <= NOW then return {'EXPIRED'} end
+local h = m[2] and holder(m[2], m[3])
 if h then
-  wait(name, ARGV[4], NOW - 1099511627776, tonumber(ARGV[5]))
+  wait(name, ARGV[4], NOW - 1099511627776, tonumber(ARGV[5]), m[4])
   return {'OK', h[1], h[2], h[3], h[4]}
 end
 return {'OK'}
-`, luaAlive, luaHolder, luaWait, luaKeyLease)
+`, luaClock, luaHolder, luaWait)
 
 	// ARGV[3]: the lease name; ARGV[4]: the token; ARGV[5]: the value.
 	scriptPutValue = newScript("put value", `
-if not alive(SID) then return {'EXPIRED'} end
-local lk = lease_key(ARGV[3])
-local cur = redis.call('HMGET', lk, 's', 't')
-if cur[1] ~= SID or cur[2] ~= ARGV[4] then return {'NOTHOLDER'} end
-redis.call('HSET', lk, 'v', ARGV[5])
+local name = ARGV[3]
+local m = redis.call('HMGET', META, '$EXPIRY' .. SID, '$HOLDER' .. name, '$TOKEN' .. name)
+if tonumber(m[1] or '0') <= NOW then return {'EXPIRED'} end
+if m[2] ~= SID or m[3] ~= ARGV[4] then return {'NOTHOLDER'} end
+redis.call('HSET', META, '$VALUE' .. name, ARGV[5])
 return {'OK'}
-`, luaAlive, luaKeyLease)
+`, luaClock)
 
 	// ARGV[3]: the group; ARGV[4]: its partition count.
 	scriptJoin = newScript("join", `
 if not alive(SID) then return {'EXPIRED'} end
 local g, n = ARGV[3], ARGV[4]
 prune(g)
-local parts = redis.call('HGET', group_key(g), 'parts')
+local parts = redis.call('HGET', P .. '$GROUP' .. g, 'parts')
 if parts and parts ~= n then return {'MISMATCH', tonumber(parts)} end
-if redis.call('SISMEMBER', members_key(g), SID) == 1 then return {'OK'} end
-redis.call('SADD', members_key(g), SID)
-redis.call('SADD', joined_key(SID), g)
-redis.call('HSET', group_key(g), 'parts', n, 'epoch', next_rev())
+if redis.call('SISMEMBER', P .. '$MEMBERS' .. g, SID) == 1 then return {'OK'} end
+redis.call('SADD', P .. '$MEMBERS' .. g, SID)
+redis.call('SADD', P .. '$JOINED' .. SID, g)
+redis.call('HSET', P .. '$GROUP' .. g, 'parts', n, 'epoch', next_rev())
 return {'OK'}
-`, luaAlive, luaPrune, luaKeyGroup, luaKeyMembers, luaKeyJoined, luaNextRev)
+`, luaAlive, luaPrune, luaNextRev)
 
 	// ARGV[3]: the group.
 	scriptLeave = newScript("leave", `
 if not alive(SID) then return {'EXPIRED'} end
 local g = ARGV[3]
-redis.call('SREM', joined_key(SID), g)
-if redis.call('SISMEMBER', members_key(g), SID) == 1 then
+redis.call('SREM', P .. '$JOINED' .. SID, g)
+if redis.call('SISMEMBER', P .. '$MEMBERS' .. g, SID) == 1 then
   leave_group(SID, g)
-  redis.call('HSET', sess_key(SID), 'mrev', next_rev())
+  redis.call('HSET', META, '$LEAVE' .. SID, next_rev())
 end
 return {'OK'}
-`, luaAlive, luaKeyJoined, luaKeyMembers, luaLeaveGroup, luaKeySession, luaNextRev)
+`, luaAlive, luaLeaveGroup, luaNextRev)
 
 	// ARGV[3]: the group. Reply: OK, partitions, members, holders as a flat
 	// list of partition index and session id.
@@ -600,29 +687,29 @@ reap()
 if not alive(SID) then return {'EXPIRED'} end
 local g = ARGV[3]
 prune(g)
-local parts = tonumber(redis.call('HGET', group_key(g), 'parts') or '0')
+local parts = tonumber(redis.call('HGET', P .. '$GROUP' .. g, 'parts') or '0')
 if parts == 0 then return {'OK', 0, {}, {}} end
 local holders = {}
-local h = redis.call('HGETALL', holders_key(g))
+local h = redis.call('HGETALL', P .. '$PARTHOLDERS' .. g)
 for i = 1, #h, 2 do
   if tonumber(h[i]) < parts and alive(h[i + 1]) then
     holders[#holders + 1] = h[i]
     holders[#holders + 1] = h[i + 1]
   end
 end
-return {'OK', parts, redis.call('SMEMBERS', members_key(g)), holders}
-`, luaReap, luaAlive, luaPrune, luaKeyGroup, luaKeyHolders, luaKeyMembers)
+return {'OK', parts, redis.call('SMEMBERS', P .. '$MEMBERS' .. g), holders}
+`, luaReap, luaAlive, luaPrune)
 
 	// Ends the session at once, and releases what it holds within one
 	// budget; MORE: call again to go on.
 	scriptClose = newScript("close", `
 local e = redis.call('ZSCORE', SESSIONS, SID)
 if not e then return {'OK'} end
-if tonumber(e) > 0 then redis.call('ZADD', SESSIONS, 0, SID) end
+if tonumber(e) > 0 then end_now(SID) end
 local _, done = end_session(SID, REAP_BUDGET)
 if not done then return {'MORE'} end
 return {'OK'}
-`, luaSessions, luaReapLimits, luaEndSession)
+`, luaSessions, luaSetExpiry, luaReapLimits, luaEndSession)
 )
 
 // script is one operation's Lua source, helpers included, and its SHA1.
@@ -686,7 +773,7 @@ func assemble(body string, uses []*luaHelper, swap map[*luaHelper]*luaHelper) (s
 		add(h)
 	}
 	src.WriteString(body)
-	return src.String(), done[luaCheckMeta]
+	return luaTags.Replace(src.String()), done[luaCheckMeta]
 }
 
 // reply is a script's answer: a status and the operation's values.

@@ -1,9 +1,13 @@
 package simbaredis
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
+
+// placeholder matches a $NAME of the Lua sources (luaTags).
+var placeholder = regexp.MustCompile(`\$[A-Z]+`)
 
 // Each script defines the clock and reads INFO at most once, and the
 // guarded ones (see check_meta) read INFO: newScript resolves the helpers,
@@ -11,7 +15,10 @@ import (
 // amnesia guard.
 func TestScriptHelpers(t *testing.T) {
 	for _, sc := range []*script{scriptOpen, scriptKeepAlive, scriptOwned, scriptAcquire, scriptCheck, scriptRelease,
-		scriptPutValue, scriptJoin, scriptLeave, scriptMembers, scriptClose} {
+		scriptHolder, scriptPutValue, scriptJoin, scriptLeave, scriptMembers, scriptClose} {
+		if p := placeholder.FindString(sc.src + sc.armed); p != "" {
+			t.Errorf("%s: placeholder %s is left in its source (see luaTags)", sc.name, p)
+		}
 		if n := strings.Count(sc.src, "local NOW"); n > 1 {
 			t.Errorf("%s: %d definitions of NOW; want at most 1", sc.name, n)
 		}

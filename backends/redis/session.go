@@ -69,9 +69,6 @@ func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 			for i := 0; i+1 < len(flat); i += 2 {
 				name, _ := flat[i].(string)
 				tok, _ := flat[i+1].(string)
-				if name == versionMember {
-					continue
-				}
 				// The token is a sorted set's score: below 2^53, so exact
 				// in a float64, and written by Redis as an integer.
 				f, err := strconv.ParseFloat(tok, 64)
