@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,5 +226,77 @@ func TestCloseManyLeases(t *testing.T) {
 	}
 	if left := sessionRecords(t, admin, b.keys, string(s.ID())); len(left) > 0 {
 		t.Errorf("the closed session's records %v are left; want none", left)
+	}
+}
+
+// closeHold is a go-redis hook that holds up the close scripts of one
+// session after the first that succeeded, until their context ends, as a
+// Redis too busy to answer in time would.
+type closeHold struct {
+	target atomic.Value // the session id whose closes it holds up
+	closed atomic.Int64 // close scripts of it that succeeded
+	held   atomic.Int64 // close scripts of it held up
+}
+
+func (*closeHold) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*closeHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *closeHold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) < 2 || (args[1] != scriptClose.sha && args[1] != scriptClose.src) || !slices.Contains(args, any(h.target.Load())) {
+			return next(ctx, cmd)
+		}
+		if h.closed.Load() > 0 {
+			h.held.Add(1)
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		err := next(ctx, cmd)
+		if err == nil {
+			h.closed.Add(1)
+		}
+		return err
+	}
+}
+
+// S4: a Close whose context ends after its first call — which ended the
+// session — returns nil: what the session held is free to others already,
+// and other sessions' renewals release the rest on record.
+func TestCloseEndedByItsFirstCall(t *testing.T) {
+	addr, admin := sharedRedis(t)
+	client := newClient(t, addr)
+	hold := new(closeHold)
+	client.AddHook(hold)
+	b := newBackend(t, client, admin)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold.target.Store(string(s.ID()))
+	last := "lease-" + strconv.Itoa(reapBudget+9)
+	for i := range reapBudget + 10 {
+		if _, err := s.Acquire(ctx, "lease-"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeCtx, closeCancel := context.WithTimeout(ctx, time.Second)
+	defer closeCancel()
+	if err := s.Close(closeCtx); err != nil {
+		t.Errorf("Close whose second call outlived its context = %v; want nil (its first call ended the session)", err)
+	}
+	if c, h := hold.closed.Load(), hold.held.Load(); c != 1 || h != 1 {
+		t.Fatalf("%d close calls answered and %d held up; want the first answered, then one held up", c, h)
+	}
+	other, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if _, err := other.Acquire(ctx, last); err != nil {
+		t.Errorf("Acquire of a lease the closed session still had on record: %v; want it free", err)
 	}
 }

@@ -263,11 +263,15 @@ func (s *session) Members(ctx context.Context, group string) (backends.GroupView
 // free to others. Each call releases up to reapBudget leases and
 // memberships, waking their watchers, so that none blocks Redis for long;
 // a session that holds more takes more calls, until it is gone or ctx ends
-// (the renewals of other sessions then finish the job).
+// — then Close returns nil, since the session has ended, and the renewals of
+// other sessions finish the job.
 func (s *session) Close(ctx context.Context) error {
-	for {
+	for ended := false; ; ended = true {
 		r, err := s.b.run(ctx, scriptClose, "close", s.idArg)
 		if err != nil {
+			if ended && ctx.Err() != nil {
+				return nil
+			}
 			return err
 		}
 		switch r.status() {
