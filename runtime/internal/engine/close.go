@@ -75,7 +75,9 @@ func (m *Machine) decideBulk(op *closeOp) {
 			leaders++
 		}
 	}
-	op.bulk = leaders > closeBatch
+	if op.bulk = leaders > closeBatch; op.bulk {
+		op.deferred = make([]*contender, 0, leaders)
+	}
 }
 
 // deferRelease makes the session's close the release of c's revoked term,
@@ -112,7 +114,11 @@ func (m *Machine) noneActive() bool {
 // contenders, and so the leaders one input stops.
 const closeBatch = 256
 
-// closeStepMax bounds the contenders one input of a Close stops.
+// closeStepMax bounds the contenders one input of a Close stops, or hands
+// over after a bulk Close's session close; and no input does either while
+// closeStepMax effects wait for the driver (a driver may step many inputs
+// before it takes the effects, as it does with a batch of callbacks that
+// ended: without this bound, each of them would add another chunk).
 const closeStepMax = 4 * closeBatch
 
 // stopNeedsRoom reports whether stopping c during a Close sends a request
@@ -168,7 +174,7 @@ func (m *Machine) closeStep() {
 	op := m.closing
 	if op.sessionSent {
 		// Every kind was handed over before the session's close was sent.
-		if !op.sessionClosed {
+		if !op.sessionClosed || len(m.effects) >= closeStepMax {
 			return
 		}
 		// The deferred releases are done: their revoked callbacks follow
@@ -215,6 +221,9 @@ func (m *Machine) closeStep() {
 			}
 		}
 		if len(op.queue) > 0 {
+			if len(m.effects) >= closeStepMax {
+				return // the driver takes them first; nextWake brings it back
+			}
 			room := closeBatch - len(m.pending)
 			n := 0
 			for ; n < len(op.queue) && n < closeStepMax; n++ {

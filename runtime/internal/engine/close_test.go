@@ -139,3 +139,38 @@ func TestMachineBulkClose(t *testing.T) {
 		t.Fatalf("completions %v; want the Close's, without error", h.completed)
 	}
 }
+
+// A driver may step many inputs before it takes the effects (a batch of
+// callbacks that ended, stepped under one lock): no input of a bulk Close
+// adds a chunk of hand-offs while closeStepMax effects wait for the driver,
+// so the effects between two reads stay bounded however many inputs came.
+func TestMachineBulkCloseBoundsEffectsBetweenReads(t *testing.T) {
+	h := newHarness(t, testCfg)
+	h.open()
+	const n = 4 * closeStepMax
+	for i := range n {
+		h.win(h.startElection(fmt.Sprintf("lease-%d", i), false, false), Token(i+1))
+	}
+	h.step(Close{Waiter: 1})
+	eightInputs := func() {
+		t.Helper()
+		for range 8 { // eight inputs, no read between them
+			h.m.Tick(h.now)
+		}
+		effs, _, _ := h.m.Ready()
+		if len(effs) > 4*closeStepMax {
+			t.Fatalf("%d effects after eight inputs without a read; want a bounded chunk (closeStepMax %d)", len(effs), closeStepMax)
+		}
+		if len(effs) == 0 {
+			t.Fatal("no progress")
+		}
+		h.collectFrom(effs)
+	}
+	for !h.has(ReqClose) { // revoking the terms
+		eightInputs()
+	}
+	h.reply(h.take(ReqClose), Result{})
+	for len(h.completed) == 0 { // handing them over
+		eightInputs()
+	}
+}

@@ -60,6 +60,11 @@ func newHarness(t *testing.T, cfg Config) *harness {
 
 func (h *harness) collect() {
 	effs, _, _ := h.m.Ready()
+	h.collectFrom(effs)
+}
+
+// collectFrom records effects as a driver would perform them.
+func (h *harness) collectFrom(effs []Effect) {
 	for _, e := range effs {
 		switch e.Kind {
 		case EffSend:
