@@ -42,6 +42,7 @@ type Client struct {
 	notes         notes
 	holderWatches holderWatches
 	events        *serialQueue
+	dones         callbackDones
 	wg            sync.WaitGroup // our goroutines: the loop, backend calls, callbacks, events
 }
 

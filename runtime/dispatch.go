@@ -45,6 +45,13 @@ func (q *serialQueue) push(it queued) {
 	q.next()
 }
 
+// idle reports whether q has nothing queued and nothing running.
+func (q *serialQueue) idle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return !q.running && len(q.items) == 0
+}
+
 // add queues it without starting a goroutine: the caller then calls runHere
 // (a push meanwhile starts one, which runs it in order).
 func (q *serialQueue) add(it queued) {

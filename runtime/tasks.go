@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/simba-go/simba/runtime/internal/engine"
@@ -63,8 +65,16 @@ func ScheduledSlot(ctx context.Context) (start time.Time, ok bool) {
 }
 
 // dispatch queues one callback of contender id on its serial dispatcher
-// (EffDispatch).
+// (EffDispatch). A callback that a ListenerFuncs leaves nil does nothing:
+// when the dispatcher is idle, it is done at once, with no goroutine (a bulk
+// Close of a client leading a million leases through such listeners would
+// start a million). The caller holds c.mu, in flush.
 func (c *Client) dispatch(id engine.ContenderID, ct *started, t *Term, elected bool) {
+	if lf, ok := ct.listener.(ListenerFuncs); ok && (elected && lf.OnElected == nil || !elected && lf.OnRevoked == nil) &&
+		ct.queue.idle() {
+		c.m.Step(c.now(), engine.CallbackDone{ID: id})
+		return
+	}
 	c.wg.Add(1)
 	run := func() {
 		defer c.wg.Done()
@@ -73,7 +83,9 @@ func (c *Client) dispatch(id engine.ContenderID, ct *started, t *Term, elected b
 				if elected {
 					ct.listener.Elected(context.WithValue(t.Context(), insideKey{}, c), t)
 				} else {
-					ct.listener.Revoked(context.WithValue(context.WithoutCancel(t.Context()), insideKey{}, c), t, t.Reason())
+					// The term's context, without its cancellation, is a
+					// background context: the term's ended.
+					ct.listener.Revoked(context.WithValue(context.Background(), insideKey{}, c), t, t.Reason())
 				}
 				return nil
 			})
@@ -81,7 +93,7 @@ func (c *Client) dispatch(id engine.ContenderID, ct *started, t *Term, elected b
 				c.report(Event{Kind: EventCallbackPanicked, Name: t.name, Token: t.token, Err: err})
 			}
 		}
-		c.step(engine.CallbackDone{ID: id})
+		c.callbackDone(id)
 	}
 	rejected := func(err error) {
 		t.rejected.Store(true) // its revoked callback, if queued, is skipped
@@ -98,4 +110,50 @@ func (c *Client) dispatch(id engine.ContenderID, ct *started, t *Term, elected b
 func (c *Client) report(e Event) {
 	c.wg.Add(1)
 	c.events.push(queued{run: func() { defer c.wg.Done(); c.deliver(e) }, mustRun: true})
+}
+
+// callbackDones collects the core's CallbackDone inputs from the goroutines
+// whose callbacks ran, so that many callbacks ending together — a bulk
+// Close's revoked callbacks, one per lease — step the core in batches under
+// one lock, not one lock and one flush each. The first goroutine to find no
+// batch in progress steps the batch, and the next ones while it does.
+type callbackDones struct {
+	mu   sync.Mutex
+	ids  []engine.ContenderID
+	busy bool
+}
+
+// maxDonesPerStep bounds the CallbackDone inputs one hold of the client's
+// lock steps.
+const maxDonesPerStep = 1024
+
+// callbackDone tells the core that a callback of contender id has run.
+// The caller is a goroutine counted in c.wg; it returns once its input, and
+// those of the batches it took on, are stepped.
+func (c *Client) callbackDone(id engine.ContenderID) {
+	q := &c.dones
+	q.mu.Lock()
+	q.ids = append(q.ids, id)
+	if q.busy {
+		q.mu.Unlock()
+		return // the goroutine stepping a batch takes this one too
+	}
+	q.busy = true
+	for len(q.ids) > 0 {
+		n := min(len(q.ids), maxDonesPerStep)
+		batch := slices.Clone(q.ids[:n])
+		q.ids = q.ids[n:]
+		if len(q.ids) == 0 {
+			q.ids = nil
+		}
+		q.mu.Unlock()
+		c.apply(func(now mono) {
+			for _, id := range batch {
+				c.m.Step(now, engine.CallbackDone{ID: id})
+			}
+		})
+		q.mu.Lock()
+	}
+	q.busy = false
+	q.mu.Unlock()
 }
