@@ -68,6 +68,14 @@ type Backend struct {
 	node      string      // this backend's node id: its wake channel, and its place among a lease's waiters
 
 	guardLogged atomic.Int64 // Unix µs of the end of the last guard logged
+
+	// The sweeps of closed sessions that held more than one close call
+	// releases, which go on after Close returned (see sweep); Close of the
+	// backend stops them and waits for them.
+	sweepMu   sync.Mutex
+	sweeps    sync.WaitGroup
+	sweepCtx  context.Context
+	sweepStop context.CancelFunc
 }
 
 var (
@@ -157,6 +165,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 		readOnly: o.readOnly,
 	}
 	b.node = randomNode()
+	b.sweepCtx, b.sweepStop = context.WithCancel(context.Background())
 	b.metaKeys = []string{b.keys.meta()}
 	b.baseArg = b.keys.base
 	b.maxLeaseArg = strconv.FormatInt(micros(o.maxLease), 10)
@@ -307,7 +316,11 @@ func (d driverLogger) Printf(ctx context.Context, format string, v ...any) {
 func (b *Backend) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
+		b.sweepMu.Lock()
 		b.closed.Store(true)
+		b.sweepMu.Unlock()
+		b.sweepStop()
+		b.sweeps.Wait()
 		b.feed.Close()
 		if b.ownsClient {
 			err = b.client.Close()
@@ -385,4 +398,36 @@ func randomNode() string {
 	var id [8]byte
 	rand.Read(id[:]) // never fails (crypto/rand, Go ≥ 1.24)
 	return hex.EncodeToString(id[:])
+}
+
+// sweepCallTimeout bounds each call of a sweep.
+const sweepCallTimeout = 5 * time.Second
+
+// sweep goes on releasing what the closed session id still has on record,
+// reapBudget leases and memberships per call, on a goroutine of the
+// backend's, until none is left, a call fails (other sessions' renewals then
+// reap the rest), or the backend is closed.
+func (b *Backend) sweep(id any) {
+	b.sweepMu.Lock()
+	defer b.sweepMu.Unlock()
+	if b.closed.Load() {
+		return
+	}
+	b.sweeps.Add(1)
+	go func() {
+		defer b.sweeps.Done()
+		for b.sweepCtx.Err() == nil {
+			ctx, cancel := context.WithTimeout(b.sweepCtx, sweepCallTimeout)
+			r, err := b.run(ctx, scriptClose, "close", id)
+			cancel()
+			if err != nil {
+				b.logger.Debug("simbaredis: sweeping a closed session stopped; other sessions' renewals reap the rest",
+					slog.String("prefix", b.prefix), slog.Any("err", err))
+				return
+			}
+			if r.status() != "MORE" {
+				return
+			}
+		}
+	}()
 }

@@ -259,29 +259,25 @@ func (s *session) Members(ctx context.Context, group string) (backends.GroupView
 	return v, nil
 }
 
-// Close ends the session in its first call: from then on, what it holds is
-// free to others. Each call releases up to reapBudget leases and
-// memberships, waking their watchers, so that none blocks Redis for long;
-// a session that holds more takes more calls, until it is gone or ctx ends
-// — then Close returns nil, since the session has ended, and the renewals of
-// other sessions finish the job.
+// Close ends the session in its one call: from then on, what it holds is
+// free to others. The call releases up to reapBudget leases and memberships,
+// waking their watchers, so that it never blocks Redis for long; a session
+// that holds more is swept by the backend after Close returned, a call at a
+// time (see Backend.sweep), so that a client closing a million leases
+// does not wait for its records to be deleted.
 func (s *session) Close(ctx context.Context) error {
-	for ended := false; ; ended = true {
-		r, err := s.b.run(ctx, scriptClose, "close", s.idArg)
-		if err != nil {
-			if ended && ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		switch r.status() {
-		case "OK":
-			return nil
-		case "MORE":
-			continue
-		}
-		return s.b.unexpected("close", r)
+	r, err := s.b.run(ctx, scriptClose, "close", s.idArg)
+	if err != nil {
+		return err
 	}
+	switch r.status() {
+	case "OK":
+		return nil
+	case "MORE":
+		s.b.sweep(s.idArg)
+		return nil
+	}
+	return s.b.unexpected("close", r)
 }
 
 // Watch calls fn each time name may have become free: a release, a close or
