@@ -21,7 +21,7 @@
 //	})
 //	b, err := simbaredis.New(client, simbaredis.WithPrefix("billing"))
 //	...
-//	defer b.Close() // stops the release subscription
+//	defer b.Close() // stops the release subscription and sweeps in progress
 //	c, err := runtime.NewClient(b, runtime.DefaultConfig())
 //
 // From a URL, with a client the backend owns and closes:
@@ -112,8 +112,10 @@
 // are released, and watchers woken, within a renewal period of any live node
 // (a few periods for a node that held many thousands), and no renewal blocks
 // Redis for more than a few milliseconds on another node's behalf. Close
-// ends its session in its first call and releases up to 1,000 leases and
-// memberships per call, calling again until none is left.
+// ends its session in its one call, which releases up to 1,000 leases and
+// memberships, and returns; the backend then sweeps what a bigger session
+// left on record, 1,000 per call, on a goroutine of its own that
+// [Backend.Close] stops and waits for.
 //
 // Tokens come from one counter per namespace: each new token is the larger
 // of the last token plus one and Redis's clock in microseconds, so tokens
