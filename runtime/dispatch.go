@@ -72,36 +72,38 @@ func (q *serialQueue) runHere(limit int) {
 	q.running = true
 	q.mu.Unlock()
 	for range limit {
-		q.mu.Lock()
-		if len(q.items) == 0 {
-			q.running = false
-			q.mu.Unlock()
+		it, ok := q.pop()
+		if !ok {
 			return
 		}
-		it := q.items[0]
-		q.items[0] = queued{}
-		q.items = q.items[1:]
-		q.mu.Unlock()
 		it.run()
 	}
 	q.next()
+}
+
+// pop takes the first queued item; with none left, it records that nothing
+// runs the queue any more.
+func (q *serialQueue) pop() (queued, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) == 0 {
+		q.running = false
+		return queued{}, false
+	}
+	it := q.items[0]
+	q.items[0] = queued{}
+	q.items = q.items[1:]
+	return it, true
 }
 
 // next hands the first item to exec; the item's goroutine calls next again
 // when it has run, so items never overlap.
 func (q *serialQueue) next() {
 	for {
-		q.mu.Lock()
-		if len(q.items) == 0 {
-			q.running = false
-			q.mu.Unlock()
+		it, ok := q.pop()
+		if !ok {
 			return
 		}
-		it := q.items[0]
-		q.items[0] = queued{}
-		q.items = q.items[1:]
-		q.mu.Unlock()
-
 		chain := func() { it.run(); q.next() }
 		err := q.exec(chain)
 		if err == nil {
