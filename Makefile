@@ -23,7 +23,7 @@ NESTED := \
 	tests
 
 # tests/ runs one package at a time (-p 1), never beside a compile: its
-# multi-process fault schedules run nine lanes of node processes on 1.5 s
+# multi-process fault schedules run six lanes of node processes on 1.5 s
 # leases, and a test binary compiled beside them on a cold build cache (the
 # first run after a change) starved them into timeouts past the schedules'
 # liveness bound.
