@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,29 +14,45 @@ import (
 // schema, namespace or root refuses grants for a while under its amnesia
 // guard (the refusals wrap [backends.ErrRecovering]). It opens a session
 // with TTL ttl, acquires and releases a lease named "probe" until that
-// succeeds, renewing the session between tries, and fails the test on any
-// other error.
+// succeeds, renewing the session between tries; a session that expires
+// meanwhile (a store still settling, such as an ensemble electing its
+// leader on a loaded machine) is replaced by a new one. It fails the test
+// on any other error.
 func WaitGranting(t testing.TB, b backends.Backend, within, ttl time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
+	for {
+		granted, err := probeGrant(ctx, b, ttl)
+		if granted {
+			return
+		}
+		if !errors.Is(err, backends.ErrSessionExpired) {
+			t.Fatalf("waiting for grants: %v", err)
+		}
+	}
+}
+
+// probeGrant tries the probe lease in one session until a grant, the
+// session's end or another error.
+func probeGrant(ctx context.Context, b backends.Backend, ttl time.Duration) (bool, error) {
 	s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: ttl})
 	if err != nil {
-		t.Fatalf("waiting for grants: OpenSession: %v", err)
+		return false, fmt.Errorf("OpenSession: %w", err)
 	}
 	defer s.Close(ctx)
 	for {
 		g, err := s.Acquire(ctx, "probe")
 		if err == nil {
 			s.Release(ctx, "probe", g.Token)
-			return
+			return true, nil
 		}
 		if !errors.Is(err, backends.ErrRecovering) {
-			t.Fatalf("waiting for grants: Acquire: %v", err)
+			return false, fmt.Errorf("Acquire: %w", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 		if _, err := s.KeepAlive(ctx); err != nil {
-			t.Fatalf("waiting for grants: KeepAlive: %v", err)
+			return false, fmt.Errorf("KeepAlive: %w", err)
 		}
 	}
 }
