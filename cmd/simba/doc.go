@@ -35,8 +35,12 @@
 // the store measured it ("-" where the store does not measure it, as on
 // ZooKeeper). LAST SLOT is, for a fixed-rate schedule, the start of the
 // last slot whose run completed; for a fixed-delay one, "ended" and when
-// the last run ended; both on the store's clock. Session ids are cut to their last
-// 8 characters; --json has them whole.
+// the last run ended; both on the store's clock, followed by how long ago
+// that was. A slot may start a few milliseconds before its boundary on the
+// store's clock (a node estimates that clock from its last renewal, ahead by
+// up to one round trip), so a slot that has just started can read as later
+// than the store's clock; it is then shown without "ago". Session ids are
+// cut to their last 8 characters; --json has them whole.
 //
 // --lease NAME keeps only the lease NAME, or the partitions of the group
 // NAME, and the sessions involved; status then exits 3 if nobody holds it,
