@@ -17,13 +17,15 @@ type child struct {
 }
 
 // start starts cmd, its output appended to logPath, unless the process is
-// already running: then it reports false and does nothing.
+// already running: then it reports false and does nothing. The process dies
+// with the test binary (dieWithTest).
 func (c *child) start(cmd *exec.Cmd, logPath string) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.runningLocked() {
 		return false, nil
 	}
+	dieWithTest(cmd)
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return false, err

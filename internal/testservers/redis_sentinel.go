@@ -123,6 +123,7 @@ func (s *Sentinel) startArgs(addr string, args ...string) {
 	cmd := exec.Command("redis-server", args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("testservers: starting redis-server %v: %v", args, err)
 	}
