@@ -121,7 +121,10 @@ func WithMaxLease(d time.Duration) Option { return func(o *options) { o.maxLease
 // large is safe (renewals report less); too small is not. The default is
 // [DefaultTickTime], and the backend never assumes more than half the
 // negotiated session timeout (ZooKeeper grants at least two ticks unless
-// minSessionTimeout says otherwise).
+// minSessionTimeout says otherwise). Where the tick is small beside the
+// lease, the backend also asks ZooKeeper for a session a tick shorter than
+// the lease, so that a crashed holder's leases are free within the lease
+// (see "Crash fail-over" in the package documentation).
 func WithTickTime(d time.Duration) Option {
 	return func(o *options) { o.tick, o.tickSet = d, true }
 }
@@ -307,6 +310,28 @@ func (b *Backend) unavailable(ctx context.Context, op, name string, err error) e
 // half the session timeout.
 func (b *Backend) lag(timeout time.Duration) time.Duration {
 	return min(b.tick, timeout/2)
+}
+
+// sessionTimeout is the session timeout the backend asks ZooKeeper for a
+// lease of ttl. ZooKeeper ends a session at the first tick boundary after
+// its timeout, up to a tick late, so a crashed holder's leases would stay
+// taken for up to ttl and a tick after its last renewal; asking a tick less
+// frees them within ttl, as the other stores do. That costs a tick of each
+// renewal's Remaining (B1), so the backend asks it only where Remaining then
+// stays at least three quarters of ttl and the engine's renewals keep their
+// pace (C2): with one server configured (standalone: a renewal proves the
+// whole timeout), if the tick is at most a quarter of ttl; with several (an
+// ensemble: the timeout less a tick), at most an eighth. Otherwise it asks
+// ttl.
+func (b *Backend) sessionTimeout(ttl time.Duration) time.Duration {
+	limit := ttl / 8
+	if len(b.servers) == 1 {
+		limit = ttl / 4
+	}
+	if b.tick <= limit {
+		return ttl - b.tick
+	}
+	return ttl
 }
 
 // dialBound is the bound of each dial and handshake for a session timeout.

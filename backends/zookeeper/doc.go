@@ -125,10 +125,11 @@
 // client cannot tell which member leads, so this holds for the leader's
 // clients too. Tell the backend the servers' tickTime with [WithTickTime]
 // (default 2 s, never more than half the timeout); too large is safe. On
-// the tests' ensemble (tick 500 ms, timeout 3 s), a client stuck with a
-// follower cut off from the quorum lost its term 0.5–0.9 s before the
-// quorum expired its session; a client that could reach the quorum moved
-// there within two thirds of the timeout and kept its term.
+// the tests' ensemble (tick 500 ms, 3 s lease), a client that knew only a
+// follower, cut off from the quorum, lost its term 0.4–1.8 s before the
+// quorum expired its session (0.5–0.9 s when it asked for the whole lease,
+// see "Crash fail-over"); a client that could reach the quorum moved there
+// within two thirds of the timeout and kept its term.
 //
 // On an ensemble, Remaining is therefore usually less than the lease asked:
 // use a RenewInterval of at most a quarter of the lease there
@@ -136,6 +137,24 @@
 // renewals do not fit in the local validity and renews every third of it
 // instead (C2), which is safe but reports a shortened lease. On a
 // standalone server runtime.ConfigFor's third is right.
+//
+// # Crash fail-over
+//
+// ZooKeeper ends sessions in batches, on tick boundaries: a session whose
+// holder crashed ends up to a tick after its timeout. So that its leases
+// are free within the lease of the holder's last renewal, as on the other
+// stores, the backend asks ZooKeeper for a session a tick shorter than the
+// lease where that leaves renewals their pace: with one server configured
+// (taken to be a standalone server), when the tick is at most a quarter of
+// the lease; with several (an ensemble), at most an eighth. Each renewal's
+// Remaining then stays at least three quarters of the lease, and the
+// holder's local validity is a tick shorter than it would be. One address
+// of a member of an ensemble gets the standalone rule: its renewals prove
+// the timeout less a tick, so with a tick above an eighth of the lease the
+// engine renews at C2's shortened pace — safe, but more often. On the tests'
+// server (tick 500 ms), a holder cut off right after a renewal lost a 3 s
+// lease 2.85–2.92 s after that renewal was sent, where a 3 s session took
+// 3.41–3.45 s (TestCutHolderFreedWithinLease).
 //
 // A session is renewed only by KeepAlive (B2): when no keep-alive has
 // succeeded for the remaining time of the last one, counted from when it was

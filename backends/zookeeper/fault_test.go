@@ -174,6 +174,88 @@ func TestCutConnection(t *testing.T) {
 	enginetest.NoOverlap(t, a, o)
 }
 
+// Crash fail-over: a holder cut off right after a renewal loses its lease
+// within the lease of that renewal — not up to a tick later, when
+// ZooKeeper's batched expiry ends a session of the whole lease — and not
+// before the renewal's Remaining (B1). The backend asks for a session a
+// tick shorter than the lease (sessionTimeout).
+func TestCutHolderFreedWithinLease(t *testing.T) {
+	t.Parallel()
+	servers := sharedZK(t)
+	lease := testConfig.LeaseDuration
+	link := faultnet.New()
+	cutOff := newBackend(t, servers, WithMaxLease(lease), WithDialer(link.DialTimeout))
+	other := sameRoot(t, cutOff, servers)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	a, opened, err := cutOff.OpenSession(ctx, backends.SessionOptions{TTL: lease, Identity: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	if want := lease - testTick; opened.Remaining != want {
+		t.Errorf("a session for a %v lease on a server with a %v tick has Remaining %v; want %v (the lease less a tick)",
+			lease, testTick, opened.Remaining, want)
+	}
+	o, _, err := other.OpenSession(ctx, backends.SessionOptions{TTL: lease, Identity: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close(context.Background())
+	if _, err := a.Acquire(ctx, "lease"); err != nil {
+		t.Fatal(err)
+	}
+	woken := make(chan struct{}, 1)
+	stop := o.(backends.Notifier).Watch("lease", func() {
+		select {
+		case woken <- struct{}{}:
+		default:
+		}
+	})
+	defer stop()
+	if _, err := o.Acquire(ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
+		t.Fatalf("o's Acquire while a holds the lease: %v; want ErrLeaseHeld", err)
+	}
+
+	sent := time.Now()
+	r, err := a.KeepAlive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link.Cut()
+	var freed time.Duration
+	for renewed := time.Now(); ; {
+		if time.Since(renewed) > lease/4 { // keep o's own session (B2)
+			if _, err := o.KeepAlive(ctx); err != nil {
+				t.Fatalf("o's KeepAlive: %v", err)
+			}
+			renewed = time.Now()
+		}
+		select {
+		case <-woken:
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatalf("o never took the lease after a was cut off: %v", ctx.Err())
+		}
+		if _, err := o.Acquire(ctx, "lease"); err == nil {
+			freed = time.Since(sent)
+			break
+		} else if !errors.Is(err, backends.ErrLeaseHeld) {
+			t.Fatalf("o's Acquire: %v", err)
+		}
+	}
+	t.Logf("a's last renewal granted %v; o took the lease %v after it was sent (lease %v)", r.Remaining, freed, lease)
+	if freed < r.Remaining {
+		t.Errorf("o took the lease %v after a's last renewal, within the %v it granted (B1)", freed, r.Remaining)
+	}
+	// The event and o's acquire take a few milliseconds; a session of the
+	// whole lease ended 0-500 ms later than this.
+	if slack := 150 * time.Millisecond; freed > lease+slack {
+		t.Errorf("o took the lease %v after a's last renewal; want within the lease %v (+%v for the event and the acquire)", freed, lease, slack)
+	}
+}
+
 // D1, D2, D4: replies that ZooKeeper sends promptly but that reach the
 // client late only shorten the deadline; beyond the renewal period they
 // time out, and the term ends with DeadlinePassed at the deadline it had,

@@ -104,7 +104,7 @@ func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions)
 	s.w = newWire(b.dial, b.servers, b.dialBound(ttl), true)
 	s.w.onRefused = func() { s.end(errExpired) }
 	s.mu.Lock() // the callback may run before Connect returns
-	conn, events, err := b.connect(ttl, s.w, s.event)
+	conn, events, err := b.connect(b.sessionTimeout(ttl), s.w, s.event)
 	if err != nil {
 		s.mu.Unlock()
 		return nil, backends.Renewal{}, fmt.Errorf("simbazk: open session: %w", err)
