@@ -313,16 +313,11 @@ func (b *Backend) lag(timeout time.Duration) time.Duration {
 }
 
 // sessionTimeout is the session timeout the backend asks ZooKeeper for a
-// lease of ttl. ZooKeeper ends a session at the first tick boundary after
-// its timeout, up to a tick late, so a crashed holder's leases would stay
-// taken for up to ttl and a tick after its last renewal; asking a tick less
-// frees them within ttl, as the other stores do. That costs a tick of each
-// renewal's Remaining (B1), so the backend asks it only where Remaining then
-// stays at least three quarters of ttl and the engine's renewals keep their
-// pace (C2): with one server configured (standalone: a renewal proves the
-// whole timeout), if the tick is at most a quarter of ttl; with several (an
-// ensemble: the timeout less a tick), at most an eighth. Otherwise it asks
-// ttl.
+// lease of ttl: ttl less a tick where each renewal's Remaining (B1) then
+// stays at least three quarters of ttl — a tick of at most a quarter of ttl
+// with one server configured (taken as standalone), at most an eighth with
+// several — and ttl otherwise. Why: "Crash fail-over" in the package
+// documentation.
 func (b *Backend) sessionTimeout(ttl time.Duration) time.Duration {
 	limit := ttl / 8
 	if len(b.servers) == 1 {
