@@ -1,13 +1,16 @@
-package backendurl
+package backendurl_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/simba-go/simba/backends"
+	. "github.com/simba-go/simba/backends/backendurl"
 	"github.com/simba-go/simba/backends/memory"
-	simbaredis "github.com/simba-go/simba/backends/redis"
-	"github.com/simba-go/simba/internal/testservers"
 )
 
 func TestOpenMemory(t *testing.T) {
@@ -31,11 +34,18 @@ func TestOpenMemory(t *testing.T) {
 	}
 }
 
-// §12: credentials in URLs are redacted in every error.
+// §12: credentials in URLs are redacted in every error; a scheme whose
+// backend is known but not imported names the package to import.
 func TestOpenErrors(t *testing.T) {
+	// This test binary imports backends/all (fuzz_test.go): every backend
+	// of the module is registered, with the test's own "loggertest".
+	const registered = "loggertest://…, memory:, memory:NAME, postgres://…, postgresql://…, redis://…, rediss://…, unix://…, zk://…"
 	for _, tt := range []struct{ url, want string }{
-		{"mysql://u:s3cret@db/x", `simba: backend URL "mysql://u:xxxxx@db/x": unknown scheme "mysql"; want memory:, memory:NAME, postgres://…, redis://… or zk://…`},
-		{"localhost", `simba: backend URL "localhost" has no scheme; want memory:, memory:NAME, postgres://…, redis://… or zk://…`},
+		{"mysql://u:s3cret@db/x", `simba: backend URL "mysql://u:xxxxx@db/x": no backend is registered for "mysql:"; import _ "github.com/simba-go/simba/backends/mysql" (or backends/all) in the program`},
+		{"ETCD://u:s3cret@h:2379/x", `simba: backend URL "ETCD://u:xxxxx@h:2379/x": no backend is registered for "etcd:"; import _ "github.com/simba-go/simba/backends/etcd" (or backends/all) in the program`},
+		{"gopher://u:s3cret@h/x", `simba: backend URL "gopher://u:xxxxx@h/x": unknown scheme "gopher"; want ` + registered},
+		{"admin:s3cret@localhost", `simba: backend URL "admin:xxxxx@localhost": unknown scheme; want ` + registered},
+		{"localhost", `simba: backend URL "localhost" has no scheme; want ` + registered},
 		{"memory://x", `simba: backend URL "memory://x": write memory: or memory:NAME, without //`},
 	} {
 		b, c, err := Open(context.Background(), tt.url)
@@ -52,43 +62,52 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-func TestRedact(t *testing.T) {
-	for in, want := range map[string]string{
-		"redis://:pw@h:6379":           "redis://xxxxx@h:6379",
-		"redis://u:p/w#x@h:6379/0":     "redis://u:xxxxx@h:6379/0",
-		"postgres://u:pw@h/db?x=1":     "postgres://u:xxxxx@h/db?…",
-		"postgres://u@h/db":            "postgres://xxxxx@h/db",
-		"postgres://u:p@w@h:bad port/": "postgres://u:xxxxx@h:bad port/",
-		"memory:jobs":                  "memory:jobs",
+// Register refuses what would make Open ambiguous or crash later: a
+// scheme twice, a scheme that is not lower-case, a nil Opener.
+func TestRegisterPanics(t *testing.T) {
+	open := func(context.Context, string, Options) (backends.Backend, io.Closer, error) { return nil, nil, nil }
+	for name, f := range map[string]func(){
+		"duplicate": func() { Register("memory", open) },
+		"upper":     func() { Register("Redis2", open) },
+		"empty":     func() { Register("", open) },
+		"nil":       func() { Register("nothing", nil) },
 	} {
-		if got := Redact(in); got != want {
-			t.Errorf("Redact(%q) = %q; want %q", in, got, want)
-		}
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Register %s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+	if slices.Contains(Schemes(), "nothing") || slices.Contains(Schemes(), "Redis2") {
+		t.Errorf("Schemes() = %v after refused registrations", Schemes())
 	}
 }
 
-// A redis:// URL opens the Redis backend, which the closer closes; a
-// password in the URL never appears in an error.
-func TestOpenRedis(t *testing.T) {
-	addr := testservers.Redis(t)
-	// Database 13, the test's own: the default namespace in database 0 may
-	// be a running example's (README), and examples/ledger's test uses 14.
-	// A namespace written by another version of the backend, left by
-	// another checkout on this shared server, makes Open fail with
-	// simbaredis.ErrLayout, as it should; start from none.
-	testservers.ClearRedis(t, addr, 13, "{"+simbaredis.DefaultPrefix+"}:*")
-	b, c, err := Open(context.Background(), "redis://"+addr+"/13")
-	if err != nil {
+// loggers records the loggers handed to the "loggertest" opener.
+var loggers []*slog.Logger
+
+func init() {
+	Register("loggertest", func(_ context.Context, _ string, o Options) (backends.Backend, io.Closer, error) {
+		loggers = append(loggers, o.Logger)
+		return memory.New(), io.NopCloser(nil), nil
+	})
+}
+
+// An Opener's logger is never nil, and WithLogger hands the caller's; the
+// scheme matches whatever its case.
+func TestOpenerGetsLogger(t *testing.T) {
+	loggers = nil
+	mine := slog.New(slog.DiscardHandler)
+	if _, _, err := Open(context.Background(), "loggertest:"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := b.(*simbaredis.Backend); !ok {
-		t.Errorf("redis:// opened a %T", b)
+	if _, _, err := Open(context.Background(), "LoggerTest:", WithLogger(mine)); err != nil {
+		t.Fatal(err)
 	}
-	if err := c.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	_, _, err = Open(context.Background(), "redis://:s3cret@127.0.0.1:1/0")
-	if err == nil || strings.Contains(err.Error(), "s3cret") {
-		t.Errorf("Open of an unreachable Redis with a password = %v; want an error without the password", err)
+	if len(loggers) != 2 || loggers[0] == nil || loggers[1] != mine {
+		t.Errorf("loggers handed to the opener: %v; want a non-nil one, then the caller's", loggers)
 	}
 }

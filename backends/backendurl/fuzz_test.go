@@ -1,4 +1,4 @@
-package backendurl
+package backendurl_test
 
 import (
 	"context"
@@ -7,61 +7,87 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	_ "github.com/simba-go/simba/backends/all"
+	. "github.com/simba-go/simba/backends/backendurl"
 )
 
 // FuzzNoCredentialPrinted: whatever a backend URL holds in its password
-// and its query, neither Redact nor any error of Open prints the password.
-// The servers are on 127.0.0.1 port 1, where nothing listens: Open fails
-// fast, never reaching further than the loopback.
+// and its query, neither Redact nor any error of Open or OpenInspector
+// prints the password, for every registered scheme (every backend of
+// backends/all), in the URL form and in the scheme:userinfo@… form without
+// "//". The servers are on 127.0.0.1 port 1, where nothing listens: Open
+// fails fast, never reaching further than the loopback.
 func FuzzNoCredentialPrinted(f *testing.F) {
-	for _, s := range []struct{ scheme, user, pass, path, query string }{
-		{"redis", "", "s3cretpw", "0", ""},
-		{"redis", "user", "p/a#s?s@w0rd", "0", "dial_timeout=3"},
-		{"rediss", "u", "s3cr%65tpw", "2", "client_name=x"},
-		{"postgres", "simba", "pa ss:word", "simba", "sslmode=disable"},
-		{"postgresql", "app", "hunter2hunter2", "x", "simba_max_lease=forever"},
-		{"zk", "digest", "zkp4ssw0rd", "simba", "auth=zkp4ssw0rd"},
-		{"mysql", "u", "s3cretpw", "x", ""},
-		{"memory", "", "s3cretpw", "", ""},
-		{"redis", "u", "s3cretpw", "0", "password=s3cretpw"},
+	for _, s := range []struct{ user, pass, path, query string }{
+		{"", "s3cretpw", "0", ""},
+		{"user", "p/a#s?s@w0rd", "0", "dial_timeout=3"},
+		{"u", "s3cr%65tpw", "2", "client_name=x"},
+		{"simba", "pa ss:word", "simba", "sslmode=disable"},
+		{"app", "hunter2hunter2", "x", "simba_max_lease=forever"},
+		{"digest", "zkp4ssw0rd", "simba", "auth=zkp4ssw0rd"},
+		{"u", "s3cretpw", "x", "password=s3cretpw"},
+		{"u", "p[a]s{s}w|o^r`d", "x", ""},
+		{"u", "!$&'()*+,;=s3", "x", ""},
+		{"u", "s3cret:pw:more", "db", "x=%zz"},
 	} {
-		f.Add(s.scheme, s.user, s.pass, s.path, s.query)
+		f.Add(s.user, s.pass, s.path, s.query)
 	}
-	f.Fuzz(func(t *testing.T, scheme, user, pass, path, query string) {
-		if len(pass) < 6 || strings.ContainsAny(scheme, ":/?#@") || strings.ContainsAny(user, ":@/?#") {
+	schemes := Schemes()
+	if len(schemes) < 8 {
+		f.Fatalf("registered schemes %v: want every backend of backends/all", schemes)
+	}
+	f.Fuzz(func(t *testing.T, user, pass, path, query string) {
+		if len(pass) < 6 || strings.ContainsAny(user, ":@/?#") {
 			t.Skip()
 		}
-		for _, part := range []string{scheme, user, pass, path, query} {
+		for _, part := range []string{user, pass, path, query} {
 			if strings.IndexFunc(part, func(r rune) bool { return !strconv.IsPrint(r) }) >= 0 {
 				t.Skip() // an error quotes it: \x00 then 0000 would read as a password of zeros
 			}
 		}
-		for _, other := range []string{scheme, user, path, query, "127.0.0.1:1"} {
+		for _, other := range append([]string{user, path, query, "127.0.0.1:1"}, schemes...) {
 			if strings.Contains(other, pass) {
 				t.Skip() // the password is not secret if it is also elsewhere
 			}
-		}
-		raw := scheme + "://" + user + ":" + pass + "@127.0.0.1:1/" + path
-		if query != "" {
-			raw += "?" + query
 		}
 		secrets := []string{pass}
 		if dec, err := url.PathUnescape(pass); err == nil && dec != pass && len(dec) >= 6 {
 			secrets = append(secrets, dec)
 		}
-		shown := Redact(raw)
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		b, closer, err := Open(ctx, raw)
-		if err == nil {
-			_ = closer.Close()
-			_ = b
-		} else {
-			shown += "\n" + err.Error()
-		}
-		for _, s := range secrets {
-			if strings.Contains(shown, s) {
-				t.Fatalf("%q: the password %q is printed: %q", raw, s, shown)
+		for _, scheme := range schemes {
+			for _, sep := range []string{"://", ":"} {
+				raw := scheme + sep + user + ":" + pass + "@127.0.0.1:1/" + path
+				if query != "" {
+					raw += "?" + query
+				}
+				shown := Redact(raw)
+				for _, inspect := range []bool{false, true} {
+					ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+					var err error
+					if inspect {
+						_, c, e := OpenInspector(ctx, raw)
+						if e == nil {
+							c.Close()
+						}
+						err = e
+					} else {
+						_, c, e := Open(ctx, raw)
+						if e == nil {
+							c.Close()
+						}
+						err = e
+					}
+					cancel()
+					if err != nil {
+						shown += "\n" + err.Error()
+					}
+				}
+				for _, s := range secrets {
+					if strings.Contains(shown, s) {
+						t.Fatalf("%q: the password %q is printed: %q", raw, s, shown)
+					}
+				}
 			}
 		}
 	})

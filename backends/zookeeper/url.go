@@ -4,12 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendurl"
 	"github.com/simba-go/simba/backends/internal/redact"
 )
+
+// The URL scheme this package registers with backendurl when it is
+// imported: zk://.
+func init() { backendurl.Register("zk", openURL) }
+
+// openURL is the backendurl.Opener of this package: [Open] with the
+// caller's logger. The backend owns its connections; the closer closes
+// them.
+func openURL(ctx context.Context, rawURL string, o backendurl.Options) (backends.Backend, io.Closer, error) {
+	b, err := Open(ctx, rawURL, WithLogger(o.Logger))
+	if err != nil {
+		return nil, nil, err // Open redacts the URL itself
+	}
+	return b, b, nil
+}
 
 // Open returns a backend for a zk:// URL and checks that the ensemble
 // answers and that the root is usable (it creates the root if needed, and

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	_ "github.com/simba-go/simba/backends/all" // every store a URL may name
 	"github.com/simba-go/simba/backends/backendurl"
 	"github.com/simba-go/simba/runtime"
 )

@@ -17,30 +17,42 @@ const Mask = "xxxxx"
 //     (Redis takes a lone user name for a password);
 //   - the query and fragment, which may carry a password (PostgreSQL's
 //     ?password=, any driver's options), replaced by "?…";
-//   - in a keyword/value string without "://" (a PostgreSQL DSN), the value
-//     of every password-like key (password, pass, pwd, sslpassword, secret,
-//     token, auth).
+//   - in a string without "://", what precedes its last "@" (MySQL's
+//     user:password@tcp(host)/db), and in a keyword/value DSN (PostgreSQL's)
+//     the value of every password-like key (password, pass, pwd,
+//     sslpassword, secret, token, auth).
 //
 // A URL without credentials or query comes back unchanged.
 func URL(raw string) string {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
+		// A keyword/value DSN, or a driver's own form such as MySQL's
+		// user:password@tcp(host:3306)/db: hide what precedes the last "@".
+		if at := strings.LastIndexByte(raw, '@'); at >= 0 {
+			return userinfo(raw[:at]) + params(raw[at+1:])
+		}
 		return params(raw)
 	}
 	user := ""
 	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-		name, _, hasPass := strings.Cut(rest[:at], ":")
-		if hasPass && name != "" && !strings.ContainsAny(name, "/?#") {
-			user = name + ":" + Mask + "@"
-		} else {
-			user = Mask + "@"
-		}
+		user = userinfo(rest[:at])
 		rest = rest[at+1:]
 	}
 	if q := strings.IndexAny(rest, "?#"); q >= 0 {
 		rest = rest[:q] + "?…"
 	}
 	return scheme + "://" + user + rest
+}
+
+// userinfo returns the masked form of a URL's userinfo (without its "@"):
+// the user name and a masked password if a plain user name precedes a ":",
+// else all of it masked (Redis takes a lone user name for a password).
+func userinfo(s string) string {
+	name, _, hasPass := strings.Cut(s, ":")
+	if hasPass && name != "" && !strings.ContainsAny(name, "/?#&= ") {
+		return name + ":" + Mask + "@"
+	}
+	return Mask + "@"
 }
 
 // secretKeys are the parameter names whose values params hides.

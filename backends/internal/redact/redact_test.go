@@ -9,6 +9,10 @@ func TestURL(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"memory:", "memory:"},
 		{"memory:jobs", "memory:jobs"},
+		{"app:s3cret@tcp(db:3306)/simba?tls=true", "app:xxxxx@tcp(db:3306)/simba?tls=true"},
+		{"admin:s3cret@localhost", "admin:xxxxx@localhost"},
+		{"s3cret@localhost", "xxxxx@localhost"},
+		{"u:p@tcp(h)/db?password=s3cret", "u:xxxxx@tcp(h)/db?password=xxxxx"},
 		{"redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"},
 		{"redis://:s3cret@host:6379/0", "redis://xxxxx@host:6379/0"},
 		{"redis://s3cret@host:6379/0", "redis://xxxxx@host:6379/0"},

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	_ "github.com/simba-go/simba/backends/all" // every store a URL may name
 	"github.com/simba-go/simba/backends/backendurl"
 	simbaredis "github.com/simba-go/simba/backends/redis"
 	"github.com/simba-go/simba/runtime"

@@ -1,4 +1,4 @@
-package backendurl
+package simbapg_test
 
 import (
 	"context"
@@ -13,11 +13,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendurl"
 	simbapg "github.com/simba-go/simba/backends/postgres"
 	"github.com/simba-go/simba/internal/testservers"
 )
 
-// postgres:// and postgresql:// open the PostgreSQL backend with the URL's
+// postgres:// and postgresql://, registered with backendurl, open the PostgreSQL backend with the URL's
 // simba_ parameters, which the closer closes.
 func TestOpenPostgres(t *testing.T) {
 	dsn := testservers.Postgres(t)
@@ -44,9 +45,9 @@ func TestOpenPostgres(t *testing.T) {
 		q.Set("simba_schema", schema)
 		q.Set("simba_max_lease", "3s")
 		u.RawQuery = q.Encode()
-		b, c, err := Open(ctx, u.String())
+		b, c, err := backendurl.Open(ctx, u.String())
 		if err != nil {
-			t.Fatalf("Open(%s): %v", Redact(u.String()), err)
+			t.Fatalf("Open(%s): %v", backendurl.Redact(u.String()), err)
 		}
 		pb, ok := b.(*simbapg.Backend)
 		if !ok {
@@ -85,17 +86,17 @@ func TestOpenPostgresErrors(t *testing.T) {
 		{"postgres://u:s3cret@127.0.0.1:1/x?simba_max_lease=forever", "simba_max_lease"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		b, closer, err := Open(ctx, c.url)
+		b, closer, err := backendurl.Open(ctx, c.url)
 		cancel()
 		if err == nil || b != nil || closer != nil {
-			t.Errorf("Open(%s) = %v, %v, %v; want an error", Redact(c.url), b, closer, err)
+			t.Errorf("Open(%s) = %v, %v, %v; want an error", backendurl.Redact(c.url), b, closer, err)
 			continue
 		}
 		if !strings.Contains(err.Error(), c.want) {
-			t.Errorf("Open(%s) = %v; want an error mentioning %q", Redact(c.url), err, c.want)
+			t.Errorf("Open(%s) = %v; want an error mentioning %q", backendurl.Redact(c.url), err, c.want)
 		}
 		if strings.Contains(err.Error(), "s3c") || strings.Contains(err.Error(), "ret@") {
-			t.Errorf("Open(%s) error leaks the password: %v", Redact(c.url), err)
+			t.Errorf("Open(%s) error leaks the password: %v", backendurl.Redact(c.url), err)
 		}
 	}
 }

@@ -4,16 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendurl"
 	"github.com/simba-go/simba/backends/internal/redact"
 )
+
+// The URL schemes this package registers with backendurl when it is
+// imported: postgres:// and postgresql://.
+func init() {
+	backendurl.Register("postgres", openURL)
+	backendurl.Register("postgresql", openURL)
+}
 
 // URL query parameters of [Open] that configure the backend rather than the
 // connection. Open removes them before pgx sees the URL (pgx would send
@@ -195,4 +207,84 @@ func parseError(err error) error {
 		return errors.New("the URL does not parse")
 	}
 	return err
+}
+
+// openURL is the backendurl.Opener of this package: it opens a postgres://
+// or postgresql:// URL with [Open]:
+// pgx reads the URL and its parameters, except the backend's own, which
+// Open takes out first:
+//
+//	simba_schema=NAME          the schema (default simba)
+//	simba_max_lease=DURATION   the longest lease, and the amnesia guard (default 60s)
+//	simba_migrate=false        do not create the schema; only check it
+//	simba_notifications=false  no LISTEN/NOTIFY: candidates take over at their next attempt
+//
+// The URL must name a host. Its password never appears in an error,
+// whatever characters it holds (a "/", "#", "?" or "@" needs no escaping).
+//
+// Read-only (OpenInspector), it neither creates nor migrates the schema and
+// does not LISTEN; a schema that does not exist yet lists as empty, and is
+// opened once it does.
+func openURL(ctx context.Context, rawURL string, o backendurl.Options) (backends.Backend, io.Closer, error) {
+	if o.ReadOnly {
+		in := &pgInspector{url: rawURL, logger: o.Logger}
+		if err := in.open(ctx); err != nil && !errors.Is(err, ErrNoSchema) {
+			return nil, nil, err
+		}
+		return in, in, nil
+	}
+	b, err := Open(ctx, rawURL, WithLogger(o.Logger))
+	if err != nil {
+		return nil, nil, err // Open redacts the URL itself
+	}
+	return b, b, nil
+}
+
+// pgInspector lists a PostgreSQL schema read-only, opening the backend once
+// the schema exists.
+type pgInspector struct {
+	url    string
+	logger *slog.Logger
+
+	mu sync.Mutex
+	b  *Backend
+}
+
+func (p *pgInspector) open(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.b != nil {
+		return nil
+	}
+	b, err := Open(ctx, p.url, WithoutMigration(), WithNotifications(false), WithLogger(p.logger))
+	if err != nil {
+		return err
+	}
+	p.b = b
+	return nil
+}
+
+// OpenSession refuses: the backend is opened for listing only.
+func (p *pgInspector) OpenSession(context.Context, backends.SessionOptions) (backends.Session, backends.Renewal, error) {
+	return nil, backends.Renewal{}, errors.New("simbapg: open session: backend opened for listing only (backendurl.OpenInspector)")
+}
+
+// Inspect lists the schema, or nothing while it does not exist.
+func (p *pgInspector) Inspect(ctx context.Context) (backends.Inventory, error) {
+	if err := p.open(ctx); errors.Is(err, ErrNoSchema) {
+		return backends.Inventory{}, nil
+	} else if err != nil {
+		return backends.Inventory{}, err
+	}
+	return p.b.Inspect(ctx)
+}
+
+// Close closes the backend, if it was opened.
+func (p *pgInspector) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.b == nil {
+		return nil
+	}
+	return p.b.Close()
 }

@@ -1,4 +1,4 @@
-package backendurl
+package simbazk_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendurl"
 	simbazk "github.com/simba-go/simba/backends/zookeeper"
 	"github.com/simba-go/simba/internal/testservers"
 )
@@ -23,7 +24,7 @@ func TestOpenZooKeeper(t *testing.T) {
 	root := "/simbatest-url-" + hex.EncodeToString(r[:])
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	b, c, err := Open(ctx, "zk://"+strings.Join(servers, ",")+root+"?simba_max_lease=5s&simba_tick_time=500ms&simba_dial_timeout=1s")
+	b, c, err := backendurl.Open(ctx, "zk://"+strings.Join(servers, ",")+root+"?simba_max_lease=5s&simba_tick_time=500ms&simba_dial_timeout=1s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestOpenZooKeeperErrors(t *testing.T) {
 		{"zk://s3cret@zk1:2181/simba", `simbazk: open zk://xxxxx@zk1:2181/simba: want digest credentials as user:password@`},
 		{"zk://zk1:2181/zookeeper/x", `simbazk: open zk://zk1:2181/zookeeper/x: simbazk: WithRoot("/zookeeper/x"): /zookeeper is reserved by ZooKeeper`},
 	} {
-		b, c, err := Open(context.Background(), tt.url)
+		b, c, err := backendurl.Open(context.Background(), tt.url)
 		if err == nil || b != nil || c != nil {
 			t.Errorf("Open(%q) = %v, %v, %v; want an error", tt.url, b, c, err)
 			continue
@@ -70,7 +71,7 @@ func TestOpenZooKeeperErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, _, err := Open(ctx, "zk://u:s3cret@127.0.0.1:1,127.0.0.2:1/simba")
+	_, _, err := backendurl.Open(ctx, "zk://u:s3cret@127.0.0.1:1,127.0.0.2:1/simba")
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("Open of an unreachable ensemble took %v; want it bounded by its context (500ms)", took)
 	}
