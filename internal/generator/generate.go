@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"go/ast"
+	"go/token"
 	"go/types"
 	"os"
 	"path/filepath"
@@ -210,9 +211,33 @@ func typeErrors(p *Package, exports map[string][]string) Diagnostics {
 		if id := idents[position.Offset]; id != nil && missingExport(p, file, id, exports) {
 			continue
 		}
-		diags = append(diags, Diagnostic{Pos: position, Msg: te.Msg})
+		diags = append(diags, explain(p, file, position, te.Msg))
 	}
 	return diags
+}
+
+// explain makes two type errors of a malformed package say what is wrong:
+// an import that the go command could not load gets the go command's
+// reason ("no required module provides package …; to add it: …"), and a
+// file whose package clause differs from the others' is reported at the
+// package name.
+func explain(p *Package, f *ast.File, pos token.Position, msg string) Diagnostic {
+	if rest, ok := strings.CutPrefix(msg, "could not import "); ok {
+		path, _, _ := strings.Cut(rest, " ")
+		if why := p.importErrors[path]; why != "" {
+			return Diagnostic{Pos: pos, Msg: "could not import " + path + ": " + why}
+		}
+	}
+	if got, want, ok := mismatchedPackage(msg); ok && f != nil {
+		for _, other := range p.Files {
+			if other.Name.Name == want {
+				return Diagnostic{Pos: p.Fset.Position(f.Name.Pos()), Msg: fmt.Sprintf(
+					"package %s; expected package %s, as %s declares: the files of a directory form one package",
+					got, want, filepath.Base(p.Fset.Position(other.Package).Filename))}
+			}
+		}
+	}
+	return Diagnostic{Pos: pos, Msg: msg}
 }
 
 func fileOf(p *Package, te types.Error) *ast.File {

@@ -77,8 +77,9 @@ type Package struct {
 	// excluded simba_gen.go, "" if it has none.
 	OutputConstraint string
 
-	loadErrors Diagnostics   // list and parse errors
-	typeErrors []types.Error // reported unless caused by the missing output
+	loadErrors   Diagnostics       // list and parse errors
+	typeErrors   []types.Error     // reported unless caused by the missing output
+	importErrors map[string]string // import path → why the go command could not load it
 }
 
 // Load loads the packages matching patterns with the least go/packages
@@ -96,7 +97,9 @@ func Load(cfg Config, patterns ...string) ([]*Package, error) {
 	previous := make(map[string][]byte) // file → content, for each blanked output
 	lcfg := &packages.Config{
 		Mode: packages.NeedName | packages.NeedFiles | packages.NeedSyntax |
-			packages.NeedTypes | packages.NeedTypesInfo,
+			packages.NeedTypes | packages.NeedTypesInfo |
+			packages.NeedImports, // for why an import could not be loaded
+
 		Dir: cfg.Dir,
 		Env: cfg.Env,
 		ParseFile: func(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
@@ -150,8 +153,19 @@ func Load(cfg Config, patterns ...string) ([]*Package, error) {
 				}
 			}
 		}
+		for path, imp := range lp.Imports {
+			if len(imp.Errors) > 0 {
+				if p.importErrors == nil {
+					p.importErrors = make(map[string]string)
+				}
+				p.importErrors[path] = importError(imp.Errors[0])
+			}
+		}
 		for _, e := range lp.Errors {
 			switch {
+			case e.Kind == packages.ListError && strings.HasPrefix(e.Msg, "found packages ") &&
+				slices.ContainsFunc(lp.TypeErrors, packageMismatch):
+				continue // the type checker's error says it at the file's package clause
 			case e.Kind == packages.TypeError:
 				continue // in typeErrors, with exact positions
 			case e.Kind == packages.ListError && compilerOutput(e):
@@ -168,6 +182,33 @@ func Load(cfg Config, patterns ...string) ([]*Package, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// importError returns the go command's reason for an import it could not
+// load, on one line and without its position ("no required module
+// provides package example.com/x; to add it: go get example.com/x").
+func importError(e packages.Error) string {
+	msg := e.Msg
+	if e.Pos != "" {
+		msg = strings.TrimPrefix(msg, e.Pos+": ")
+	}
+	return strings.Join(strings.Fields(msg), " ")
+}
+
+// packageMismatch reports whether te is the type checker's error for a
+// file whose package clause names another package than the first file's.
+func packageMismatch(te types.Error) bool {
+	_, _, ok := mismatchedPackage(te.Msg)
+	return ok
+}
+
+// mismatchedPackage parses "package beta; expected package alpha".
+func mismatchedPackage(msg string) (got, want string, ok bool) {
+	if _, err := fmt.Sscanf(msg, "package %s expected package %s", &got, &want); err != nil {
+		return "", "", false
+	}
+	got, ok = strings.CutSuffix(got, ";")
+	return got, want, ok && want != ""
 }
 
 // buildContext returns the go/build context that picks the files the go
