@@ -89,10 +89,11 @@ bench: ## run the benchmarks, with the generated wrapper's per-step overhead (te
 	cd testdata && $(GO) test -run='^$$' -bench=. -benchmem ./...
 
 # The side-by-side comparison (bench/, a module of its own): our backends and
-# the peers through one harness, one Markdown table on stdout. About 15
-# minutes; COMPARE_FLAGS passes flags, e.g. COMPARE_FLAGS='-only Redis'.
-compare: services ## the table of the README's "How we compare": ours and the peers side by side
-	cd bench && $(GO) run ./cmd/compare $(COMPARE_FLAGS)
+# the peers through one harness, one Markdown table on stdout, also written
+# into bench/README.md after a full run. About 15 minutes; COMPARE_FLAGS
+# passes flags, e.g. COMPARE_FLAGS='-only Redis' (which leaves the file).
+compare: services ## ours and the peers side by side: the table of bench/README.md
+	cd bench && $(GO) run ./cmd/compare -readme README.md $(COMPARE_FLAGS)
 
 generate: ## run go generate (simbagen writes each package's simba_gen.go)
 	$(GO) generate ./...

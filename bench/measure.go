@@ -29,7 +29,7 @@ type Options struct {
 	Progress func(format string, args ...any)
 }
 
-// FullOptions are the sizes of the table in the README.
+// FullOptions are the sizes of the table in bench/README.md.
 func FullOptions() Options {
 	return Options{HandOffs: 200, FailOvers: 5, Pairs: 1000, Warmup: 200, Rounds: 3, Window: 12,
 		Sizes: []int{1, 100, 1000}}

@@ -9,8 +9,10 @@
 //	make compare                       # the full run, about 15 minutes
 //	cd bench && go run ./cmd/compare [flags]
 //
-// The flags size the run (the defaults are the README's table) and pick rows:
+// The flags size the run (the defaults are bench/README.md's table) and pick rows:
 //
+//	-readme FILE   also write the table into FILE between its compare markers
+//	               (make compare: bench/README.md), unless -only or -quick
 //	-only REGEXP   rows whose name or store matches ("Redis", "simba|redislock")
 //	-quick         every measurement once or twice (what the smoke test runs)
 //	-redis ADDR    use this Redis instead of a private redis-server
@@ -21,6 +23,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -49,6 +52,7 @@ func (quiet) Printf(context.Context, string, ...any) {}
 func run() int {
 	full := bench.FullOptions()
 	var (
+		readme    = flag.String("readme", "", "write the table into this Markdown file, between its compare markers (a full run only)")
 		only      = flag.String("only", "", "run only the rows whose name or store matches this regular expression")
 		quick     = flag.Bool("quick", false, "run every measurement once or twice (a smoke run; the figures mean nothing)")
 		redisAddr = flag.String("redis", "", "the Redis of the Redis rows (default: a private redis-server on a free port)")
@@ -98,7 +102,20 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	rows := bench.Run(ctx, env, bench.Impls(), o)
-	bench.Markdown(os.Stdout, rows, o)
+	var table bytes.Buffer
+	bench.Markdown(&table, rows, o)
+	os.Stdout.Write(table.Bytes())
+	switch {
+	case *readme == "":
+	case *only != "" || *quick:
+		fmt.Fprintf(os.Stderr, "compare: a partial run (-only or -quick) leaves %s as it is\n", *readme)
+	default:
+		if err := bench.WriteReadme(*readme, table.Bytes(), start); err != nil {
+			fmt.Fprintf(os.Stderr, "compare: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "compare: wrote the table into %s\n", *readme)
+	}
 	fmt.Fprintf(os.Stderr, "[%6.1fs] done\n", time.Since(start).Seconds())
 	for _, r := range rows {
 		if len(r.Errors) > 0 {
