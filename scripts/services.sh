@@ -13,6 +13,7 @@
 #   Redis       127.0.0.1:6379, no persistence
 #   Redis Cluster  three masters on 127.0.0.1:7001-7003, no replicas, no persistence
 #   PostgreSQL  127.0.0.1:5432, database simba, trust auth on 127.0.0.1, ssl off
+#               (and the pgbouncer program, which a test starts in front of it)
 #   ZooKeeper   127.0.0.1:2181, standalone, tickTime 500, maxSessionTimeout 60000
 #
 # A server that already answers is left alone, whoever started it; "down" never
@@ -147,6 +148,9 @@ pg_configure() { # trust on loopback TCP (first matching line wins), ssl off, li
   fi
 }
 start_postgres() {
+  # PgBouncer is not a server the tests share: the notification test starts
+  # its own, in transaction mode, in front of this PostgreSQL.
+  command -v pgbouncer >/dev/null || apt_install pgbouncer
   if pg_db_up; then mark "postgres: already answering"; return; fi
   local pkgs=()
   [ -x "$PGBIN/postgres" ] || pkgs+=("postgresql-$PGV")

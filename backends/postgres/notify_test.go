@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/internal/testservers"
 )
 
 // counter counts calls of a watch.
@@ -296,13 +297,10 @@ func (l *logBuffer) String() string {
 
 // startPgBouncer starts a PgBouncer in transaction mode in front of dsn's
 // server and returns the URL of dsn's database through it. Without
-// PgBouncer the test is skipped.
+// PgBouncer the test is skipped, or fails where services are required.
 func startPgBouncer(t *testing.T, dsn string) string {
 	t.Helper()
-	bin, err := exec.LookPath("pgbouncer")
-	if err != nil {
-		t.Skip("PgBouncer is not installed (it is optional: TestNotificationsUnsupported covers the same without it)")
-	}
+	bin := testservers.Binary(t, "pgbouncer", "notifications behind a pooler in transaction mode (TestNotificationsUnsupported covers the same without one)")
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
