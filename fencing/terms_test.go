@@ -17,7 +17,7 @@ import (
 const lease = 3 * time.Second
 
 // newClient returns a runtime client on store, closed when the test ends.
-func newClient(t *testing.T, store *memory.Store) *runtime.Client {
+func newClient(t testing.TB, store *memory.Store) *runtime.Client {
 	t.Helper()
 	c, err := runtime.NewClient(store, runtime.ConfigFor(lease))
 	if err != nil {
@@ -34,7 +34,7 @@ func newClient(t *testing.T, store *memory.Store) *runtime.Client {
 
 // lockTerm returns a client on a new memory store and the term of a lock on
 // name that it holds; the test ends the term with client.Unlock.
-func lockTerm(t *testing.T, name string) (*runtime.Client, *runtime.Term) {
+func lockTerm(t testing.TB, name string) (*runtime.Client, *runtime.Term) {
 	t.Helper()
 	c := newClient(t, memory.New())
 	term, err := c.Lock(t.Context(), name)
