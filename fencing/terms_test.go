@@ -8,8 +8,13 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/memory"
+	"github.com/simba-go/simba/fencing"
 	"github.com/simba-go/simba/runtime"
 )
+
+// runtime's terms are what gates take (fencing does not import runtime, so
+// the check lives here).
+var _ fencing.Term = (*runtime.Term)(nil)
 
 // lease is the lease of the terms the gate tests use: short, as tests
 // against real stores use, and long enough that a term stays valid through
