@@ -18,6 +18,7 @@ services-down: ## stop the servers that `make services` started
 # bench/, the side-by-side comparison, has lines of its own: its tests run
 # with -short (the smoke test), and `make compare` runs the comparison.
 NESTED := \
+	backends/etcd \
 	extra/simbaprometheus \
 	extra/simbaotel \
 	tests

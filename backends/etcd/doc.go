@@ -1,0 +1,2 @@
+// Package simbaetcd is the etcd backend of Simba.
+package simbaetcd
