@@ -33,10 +33,10 @@ type session struct {
 	sessRev  int64 // the session key's CreateRevision: the session is alive while it exists
 
 	mu      sync.Mutex
-	dead    error               // why the session ended, or nil
-	groups  map[string]int      // joined, with their partition counts
-	refused map[string]int64    // lease name → revision at which Acquire was refused (for Watch)
-	known   known               // the latest digest read, and the revision it was read at
+	dead    error            // why the session ended, or nil
+	groups  map[string]int   // joined, with their partition counts
+	refused map[string]int64 // lease name → revision at which Acquire was refused (for Watch)
+	known   known            // the latest digest read, and the revision it was read at
 
 	watchCtx  context.Context // cancelled when the session ends
 	watchStop context.CancelFunc
