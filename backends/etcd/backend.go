@@ -153,18 +153,26 @@ func newBackendOpts(cli *clientv3.Client, owns bool, opts []Option) (*Backend, e
 	return newFromOptions(cli, owns, o)
 }
 
+// validate checks the options that do not concern the client.
+func (o *options) validate() error {
+	if err := validPrefix(o.prefix); err != nil {
+		return err
+	}
+	if o.maxLease < time.Second {
+		return fmt.Errorf("simbaetcd: WithMaxLease(%v): want at least 1s, since etcd counts leases in whole seconds", o.maxLease)
+	}
+	return nil
+}
+
 func newFromOptions(cli *clientv3.Client, owns bool, o options) (*Backend, error) {
 	if cli == nil {
 		return nil, errors.New("simbaetcd: New: nil client")
 	}
-	if err := validPrefix(o.prefix); err != nil {
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	if !strings.HasSuffix(o.prefix, "/") {
 		o.prefix += "/"
-	}
-	if o.maxLease < time.Second {
-		return nil, fmt.Errorf("simbaetcd: WithMaxLease(%v): want at least 1s, since etcd counts leases in whole seconds", o.maxLease)
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)

@@ -102,6 +102,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) 
 			opt(&o)
 		}
 	}
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("simbaetcd: open %s: %w", shown, err)
+	}
 	c := o.client
 	scheme := "http://"
 	if c.tls != nil {
