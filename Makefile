@@ -79,7 +79,7 @@ reliability: ## print the safety figures: simulated schedules, faults by kind, v
 # the backends' drivers too, a minute or so), then each runs about 10s.
 # examples/ is a module of its own (it links the etcd backend, which the
 # root module must not require). BACKEND picks the store, e.g.
-# make demo BACKEND='etcd://127.0.0.1:2379/demo?simba_clock=local'
+# make demo BACKEND='etcd://127.0.0.1:2379/demo?simba_clock=local&simba_max_lease=3s'
 # (backends/etcd/doc.go says how to start an etcd).
 BACKEND ?= $(SIMBA_BACKEND)
 

@@ -198,7 +198,11 @@
 //
 // and then, from the repository's root:
 //
-//	make demo BACKEND='etcd://127.0.0.1:2379/demo?simba_clock=local'
+//	make demo BACKEND='etcd://127.0.0.1:2379/demo?simba_clock=local&simba_max_lease=3s'
+//
+// The demo's schedules need the local clock, and simba_max_lease=3s (the
+// demo's lease) keeps a new prefix's amnesia guard to 3 s instead of the
+// default minute.
 //
 // # Versions
 //
