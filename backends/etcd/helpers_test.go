@@ -62,7 +62,7 @@ var leakOptions = []goleak.Option{
 const (
 	testTickMs     = 50
 	testElectionMs = 500
-	testMaxLease   = 2 * time.Second
+	testMaxLease   = 3 * time.Second
 )
 
 // server is an etcd member embedded in the test process, on loopback ports
