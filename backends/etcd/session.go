@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -384,14 +383,3 @@ func (s *session) stopWatches() {
 	}
 	s.watchers.Wait()
 }
-
-// identityOf reads a session key's value.
-func identityOf(kvs []*mvccpb.KeyValue) string {
-	if len(kvs) == 0 {
-		return ""
-	}
-	return string(kvs[0].Value)
-}
-
-// itoa formats a partition count.
-func itoa(n int) string { return strconv.Itoa(n) }
