@@ -62,7 +62,7 @@ var leakOptions = []goleak.Option{
 const (
 	testTickMs     = 50
 	testElectionMs = 500
-	testMaxLease   = 3 * time.Second
+	testMaxLease   = testTTL
 )
 
 // server is an etcd member embedded in the test process, on loopback ports
@@ -274,22 +274,31 @@ func newClient(t testing.TB, link *faultnet.Link, servers ...*server) *clientv3.
 	return cli
 }
 
-// newBackend returns a backend on cli under a prefix of its own, with a
-// short MaxLease and the local clock, once its amnesia guard has passed.
+// newBackend returns a backend on cli under a prefix of its own, with
+// MaxLease testMaxLease and the local clock. The prefix is laid out as an
+// earlier backend would have left it, without the amnesia guard of a new
+// one, which would cost every case MaxLease: TestConformance's AmnesiaGuard
+// case and the faults lane of tests/faults check the guard.
 func newBackend(t testing.TB, cli *clientv3.Client, opts ...Option) *Backend {
 	t.Helper()
-	prefix := "/" + unique("simbatest") + "/"
-	b, err := New(cli, append([]Option{WithPrefix(prefix), WithMaxLease(testMaxLease), WithLocalClock()}, opts...)...)
+	b, err := New(cli, append([]Option{WithPrefix("/" + unique("simbatest") + "/"), WithMaxLease(testMaxLease), WithLocalClock()}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	prefix := b.Prefix()
 	t.Cleanup(func() {
 		b.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		cli.Delete(ctx, prefix, clientv3.WithPrefix())
 	})
-	backendtest.WaitGranting(t, b.Backend(), testMaxLease+20*time.Second, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(b.keys.meta()), "=", 0)).
+		Then(clientv3.OpPut(b.keys.meta(), metaData(time.Now().UnixMicro()))).Commit(); err != nil {
+		t.Fatalf("laying out %s: %v", prefix, err)
+	}
+	backendtest.WaitGranting(t, b.Backend(), testMaxLease+20*time.Second, testTTL)
 	return b
 }
 

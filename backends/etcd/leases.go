@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/simba-go/simba/backends"
@@ -30,6 +31,9 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 	if err := s.check(op, name); err != nil {
 		return backends.Grant{}, err
 	}
+	if refused, err := s.stillHeld(ctx, name); refused || err != nil {
+		return backends.Grant{}, err
+	}
 	for range 3 {
 		g, err := s.acquire(ctx, name)
 		if !errors.Is(err, errRetry) {
@@ -37,6 +41,60 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 		}
 	}
 	return backends.Grant{}, unavailable(ctx, op, name, errRetry)
+}
+
+// stillHeld spares etcd's log the retries of a candidate: etcd runs every
+// transaction that may write through raft, whether or not its comparisons
+// hold, so an Acquire refused is a log entry (and a disk sync) like any
+// write. While the session was refused name and has seen no deletion of it
+// since (its watch clears the refusal), it first reads the lease key, the
+// guard and its own session key without raft (a serializable read of the
+// member it reaches), and returns the refusal that read shows, if any. A
+// member that lags can only refuse wrongly, never grant: grants are decided
+// by the transaction alone, and a release the read missed comes after the
+// revision it recorded, so the watch of the name reports it (A1).
+func (s *session) stillHeld(ctx context.Context, name string) (bool, error) {
+	const op = "acquire"
+	s.mu.Lock()
+	_, refused := s.refused[name]
+	s.mu.Unlock()
+	if !refused {
+		return false, nil
+	}
+	k := s.b.keys
+	resp, err := s.b.cli.Txn(ctx).Then(
+		clientv3.OpGet(k.lease(name), clientv3.WithSerializable()),
+		clientv3.OpGet(k.guard(), clientv3.WithSerializable()),
+		clientv3.OpGet(k.session(string(s.id)), clientv3.WithSerializable()),
+	).Commit()
+	if err != nil {
+		return true, s.fail(ctx, op, name, err)
+	}
+	if !s.isAlive(resp.Responses[2].GetResponseRange().Kvs) {
+		return false, nil // let the transaction say what became of the session
+	}
+	return s.refusedBy(op, name, resp.Header.Revision, resp.Responses[0].GetResponseRange().Kvs,
+		len(resp.Responses[1].GetResponseRange().Kvs) == 1)
+}
+
+// refusedBy returns the refusal of Acquire by a lease key held by another
+// session or by the amnesia guard, read at rev, and records it for Watch;
+// false if neither refuses.
+func (s *session) refusedBy(op, name string, rev int64, lease []*mvccpb.KeyValue, guarded bool) (bool, error) {
+	if len(lease) == 1 && clientv3.LeaseID(lease[0].Lease) != s.lease {
+		s.refusal(name, rev)
+		holder, identity := parseLeaseRecord(lease[0].Value)
+		t := s.gen.token(lease[0].CreateRevision)
+		s.b.noteToken(t)
+		return true, fmt.Errorf("%s: %w", opName(op, name), &backends.HeldError{Name: name, Holder: backends.Holder{
+			Session: backends.SessionID(holder), Identity: identity, Token: t}})
+	}
+	if len(lease) == 0 && guarded {
+		s.refusal(name, rev)
+		return true, fmt.Errorf("%s: the prefix is new and may replace one etcd lost; no lease is granted until its amnesia guard (%v) has passed: %w (%w)",
+			opName(op, name), s.b.maxLease, backends.ErrRecovering, backends.ErrLeaseHeld)
+	}
+	return false, nil
 }
 
 func (s *session) acquire(ctx context.Context, name string) (backends.Grant, error) {
@@ -85,18 +143,8 @@ func (s *session) acquire(ctx context.Context, name string) (backends.Grant, err
 		s.forgetRefusal(name)
 		return backends.Grant{Token: t, Value: valueOf(rs[2]), Digest: d}, nil
 	}
-	if len(lease) == 1 {
-		s.refusal(name, resp.Header.Revision)
-		holder, identity := parseLeaseRecord(lease[0].Value)
-		t := s.gen.token(lease[0].CreateRevision)
-		s.b.noteToken(t)
-		return backends.Grant{}, fmt.Errorf("%s: %w", opName(op, name), &backends.HeldError{Name: name, Holder: backends.Holder{
-			Session: backends.SessionID(holder), Identity: identity, Token: t}})
-	}
-	if len(rs[1].GetResponseRange().Kvs) == 1 {
-		s.refusal(name, resp.Header.Revision)
-		return backends.Grant{}, fmt.Errorf("%s: the prefix is new and may replace one etcd lost; no lease is granted until its amnesia guard (%v) has passed: %w (%w)",
-			opName(op, name), s.b.maxLease, backends.ErrRecovering, backends.ErrLeaseHeld)
+	if refused, err := s.refusedBy(op, name, resp.Header.Revision, lease, len(rs[1].GetResponseRange().Kvs) == 1); refused {
+		return backends.Grant{}, err
 	}
 	return backends.Grant{}, errRetry
 }

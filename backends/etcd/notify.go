@@ -71,6 +71,7 @@ func (s *session) watch(ctx context.Context, name string, after int64, fn func()
 						continue // this session's own release
 					}
 				}
+				s.forgetRefusal(name) // the next Acquire goes to the transaction at once
 				fn()
 			}
 		}
@@ -78,6 +79,7 @@ func (s *session) watch(ctx context.Context, name string, after int64, fn func()
 			return
 		}
 		// The watch ended under us: what happened meanwhile is unknown.
+		s.forgetRefusal(name)
 		fn()
 		after = 0
 		if healthy {
