@@ -81,7 +81,11 @@
 // acquisitions), and reads the value and the digest; if the key exists it
 // reads its holder for the [backends.HeldError] (Remaining 0: etcd would
 // need a request per holder to tell it; candidates learn of an expiry from
-// their watch instead). Release deletes the lease key if its
+// their watch instead). etcd runs every transaction that may write through
+// raft, refused or not, so a candidate that was refused a name and has seen
+// no deletion of it since first reads the key without raft (a serializable
+// read) and refuses from that read: its retries cost etcd no log entry.
+// Release deletes the lease key if its
 // CreateRevision is the token's and it is on the session's lease, and puts
 // the release counter. PutValue makes the same check. Join, Leave and
 // Members use nested transactions: the count is recorded by a join while
