@@ -147,8 +147,25 @@ func (s *server) ready(within time.Duration) error {
 	}
 }
 
-// kill stops the member at once, without handing its leadership over.
+// kill stops the member: its gRPC servers first (requests in flight are
+// drained), then the member, which hands its leadership over if it leads a
+// cluster. Stopping the member first (HardStop) while clients still send
+// it requests can crash the test process: etcd 3.7.3's serializable reads
+// then meet a closed database (a nil bbolt transaction). [server.hardKill]
+// kills a leader that no client talks to.
 func (s *server) kill() {
+	s.mu.Lock()
+	e := s.e
+	s.e = nil
+	s.mu.Unlock()
+	if e != nil {
+		e.Close()
+	}
+}
+
+// hardKill stops the member at once, without handing its leadership over.
+// No client may be connected to it (see kill).
+func (s *server) hardKill() {
 	s.mu.Lock()
 	e := s.e
 	s.e = nil
