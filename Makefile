@@ -18,6 +18,8 @@ services-down: ## stop the servers that `make services` started
 # bench/, the side-by-side comparison, has lines of its own: its tests run
 # with -short (the smoke test), and `make compare` runs the comparison.
 NESTED := \
+	backends/etcd \
+	examples \
 	extra/simbaprometheus \
 	extra/simbaotel \
 	tests
@@ -75,14 +77,20 @@ reliability: ## print the safety figures: simulated schedules, faults by kind, v
 
 # The examples are built once (the first build on a fresh machine compiles
 # the backends' drivers too, a minute or so), then each runs about 10s.
-demo: generate ## regenerate, then the examples on three nodes in memory: report, billing (8 partitions), ledger (fenced)
-	@$(GO) build -o bin/ ./examples/report ./examples/billing ./examples/ledger
+# examples/ is a module of its own (it links the etcd backend, which the
+# root module must not require). BACKEND picks the store, e.g.
+# make demo BACKEND='etcd://127.0.0.1:2379/demo?simba_clock=local&simba_max_lease=3s'
+# (backends/etcd/doc.go says how to start an etcd).
+BACKEND ?= $(SIMBA_BACKEND)
+
+demo: generate ## regenerate, then the examples on three nodes (in memory, or BACKEND=url): report, billing (8 partitions), ledger (fenced)
+	@cd examples && $(GO) build -o ../bin/ ./report ./billing ./ledger
 	@echo "== report: a leader-only schedule; the leader stops, the next steps down"
-	@bin/report --nodes 3
+	@SIMBA_BACKEND='$(BACKEND)' bin/report --nodes 3
 	@echo; echo "== billing: 8 partitions balanced over the nodes; a fourth joins"
-	@bin/billing --nodes 3
+	@SIMBA_BACKEND='$(BACKEND)' bin/billing --nodes 3
 	@echo; echo "== ledger: typed steps into a fenced ledger; a frozen leader's late write is refused"
-	@bin/ledger --nodes 3
+	@SIMBA_BACKEND='$(BACKEND)' bin/ledger --nodes 3
 
 bench: ## run the benchmarks, with the generated wrapper's per-step overhead (testdata module)
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
@@ -97,6 +105,7 @@ compare: services ## ours and the peers side by side: the table of bench/README.
 
 generate: ## run go generate (simbagen writes each package's simba_gen.go)
 	$(GO) generate ./...
+	cd examples && $(GO) generate ./...
 
 lint: ## go vet (nested modules too); fail if gofmt would change a file or a generated file is stale
 	$(GO) vet ./...
@@ -104,6 +113,7 @@ lint: ## go vet (nested modules too); fail if gofmt would change a file or a gen
 	cd bench && $(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l lists files (run gofmt -w):"; echo "$$out"; exit 1; fi
 	$(GO) tool simbagen -check ./...
+	cd examples && $(GO) tool simbagen -check ./...
 
 clean: ## remove build and coverage output and the test cache
 	rm -rf bin coverage*

@@ -9,6 +9,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/simba-go/simba v0.0.0
+	github.com/simba-go/simba/backends/etcd v0.0.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
 	go.uber.org/zap v1.27.1
@@ -77,4 +78,7 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-replace github.com/simba-go/simba => ../
+replace (
+	github.com/simba-go/simba => ../
+	github.com/simba-go/simba/backends/etcd => ../backends/etcd
+)

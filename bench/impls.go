@@ -25,6 +25,16 @@ func Impls() []Impl {
 			Open:   simbaOnZooKeeper(false),
 		},
 		{
+			Name: "simba Lock", Store: "etcd (embedded)",
+			Config: "runtime.Config{LeaseDuration: 2s}; a clientv3.Client per node; simbaetcd.New(client, WithPrefix, WithMaxLease(2s)); Lock/Unlock",
+			Open:   simbaOnEtcd(false),
+		},
+		{
+			Name: "simba Election", Store: "etcd (embedded)",
+			Config: "as simba Lock on etcd; StartElection, OnElected, Stop",
+			Open:   simbaOnEtcd(true),
+		},
+		{
 			Name: "redislock", Store: "Redis",
 			Config: "Obtain(ttl 2s, LinearBackoff(100ms)); Refresh(2s) every 667 ms per lock; Release",
 			Open:   redislockRow,

@@ -1,7 +1,7 @@
 // Package faults runs seeded fault schedules against real node processes
 // that contend for leases on each landed server backend — Redis,
-// PostgreSQL and ZooKeeper (the memory store lives in one process, so it
-// has no place here) — and checks, from what the processes themselves
+// PostgreSQL, ZooKeeper and etcd (the memory store lives in one process, so
+// it has no place here) — and checks, from what the processes themselves
 // logged, that no two of them ever held one lease at once, that fencing
 // tokens only grow, and that the fenced resource never accepted a stale
 // write. Everything is in the package's tests; `make test` runs it.
@@ -16,7 +16,8 @@
 // reaches the server through a proxy of its own (toxiproxy, as a library, in
 // the test process), so that a fault can hit one node's connections alone.
 // Every schedule runs on a server the test started for itself
-// (internal/testservers: StartRedisServer, StartPostgres, StartZooKeeper),
+// (internal/testservers: StartRedisServer, StartPostgres, StartZooKeeper;
+// etcd is a member embedded in the test process, etcd_test.go),
 // one per lane of -faults.parallel lanes, so that a schedule may restart
 // its server without touching the shared servers or the other lanes.
 //

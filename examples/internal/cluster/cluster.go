@@ -17,8 +17,9 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
-	_ "github.com/simba-go/simba/backends/all" // every store a URL may name
+	_ "github.com/simba-go/simba/backends/all" // every store of the root module a URL may name
 	"github.com/simba-go/simba/backends/backendurl"
+	_ "github.com/simba-go/simba/backends/etcd" // and etcd://, a module of its own
 	simbaredis "github.com/simba-go/simba/backends/redis"
 	"github.com/simba-go/simba/runtime"
 )
@@ -40,7 +41,7 @@ func Flags(nodes int, runFor time.Duration) *Options {
 	if backend == "" {
 		backend = backendurl.Default
 	}
-	flag.StringVar(&o.Backend, "backend", backend, "backend URL: memory:, memory:NAME, postgres://…, redis://…, zk://… (default $SIMBA_BACKEND, else memory:)")
+	flag.StringVar(&o.Backend, "backend", backend, "backend URL: memory:, memory:NAME, postgres://…, redis://…, zk://…, etcd://… (default $SIMBA_BACKEND, else memory:)")
 	flag.IntVar(&o.Nodes, "nodes", nodes, "nodes to run in this process")
 	flag.DurationVar(&o.For, "for", runFor, "how long to run")
 	flag.DurationVar(&o.Lease, "lease", 3*time.Second, "lease duration: how long a crashed or paused node keeps its lease")

@@ -1,0 +1,92 @@
+package simbaetcd
+
+import (
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendtest"
+	"github.com/simba-go/simba/internal/enginetest"
+	"github.com/simba-go/simba/internal/faultnet"
+)
+
+// testTTL is the sessions' time to live in the conformance suite: etcd
+// counts leases in whole seconds, and TermOrder's eight sessions, which it
+// does not renew, must win their 80 terms within it. Every term there is a
+// raft entry for the winner's acquire, one for its release, and one for
+// each candidate that tried the transaction while the lease was free: the
+// loop takes about 1 s here, 1.5 s on a loaded machine, and 5 s under
+// -race on one (the embedded server is race-instrumented too), 12 s beside
+// the suite's other cases: hence raceSlowdown.
+const testTTL = 5 * time.Second * raceSlowdown
+
+// backendOf returns the *Backend behind a backend New or Open returned.
+func backendOf(t testing.TB, b backends.Backend) *Backend {
+	t.Helper()
+	switch b := b.(type) {
+	case *Backend:
+		return b
+	case clockBackend:
+		return b.Backend
+	}
+	t.Fatalf("backend is %T, not this package's", b)
+	return nil
+}
+
+// The conformance suite on the embedded etcd, every hook given: sessions
+// expired behind the client's back (their lease revoked), a member wiped
+// and restarted (the amnesia guard), a member restarted with its data, and
+// a client cut off through the fault dialer.
+func TestConformance(t *testing.T) {
+	backendtest.Run(t, backendtest.Harness{
+		New: func(t *testing.T) backends.Backend {
+			return newBackend(t, newClient(t, nil, shared.get(t))).Backend()
+		},
+		TTL:         testTTL,
+		MaxLease:    testMaxLease,
+		ExpiryGrace: time.Second, // the leader looks for expired leases every 500 ms
+		ExpireSession: func(t *testing.T, b backends.Backend, id backends.SessionID) {
+			revokeBehindBack(t, backendOf(t, b), id)
+		},
+		NewRestartable: func(t *testing.T) (backends.Backend, func() time.Duration) {
+			s := startServer(t)
+			b := newBackend(t, newClient(t, nil, s))
+			return b.Backend(), func() time.Duration {
+				s.wipe()
+				if err := s.start(true); err != nil {
+					t.Fatal(err)
+				}
+				return b.MaxLease()
+			}
+		},
+		NewDurable: func(t *testing.T) (backends.Backend, func()) {
+			s := startServer(t)
+			b := newBackend(t, newClient(t, nil, s))
+			return b.Backend(), func() {
+				s.kill()
+				if err := s.start(false); err != nil {
+					t.Fatal(err)
+				}
+			}
+		},
+		NewCuttable: func(t *testing.T) (backends.Backend, func() func()) {
+			link := faultnet.New()
+			b := newBackend(t, newClient(t, link, shared.get(t)))
+			return b.Backend(), func() func() {
+				link.Cut()
+				return link.Heal
+			}
+		},
+	})
+}
+
+// The engine end to end on the embedded etcd: a holder followed by a
+// client that does not contend, a client's Locks taking turns.
+func TestEngine(t *testing.T) {
+	enginetest.Run(t, enginetest.Harness{
+		New: func(t *testing.T) backends.Backend {
+			return newBackend(t, newClient(t, nil, shared.get(t))).Backend()
+		},
+		Lease: testTTL,
+	})
+}
