@@ -156,8 +156,12 @@ func open(ctx context.Context, rawURL string, o Options, opts []Option) (backend
 	registry.RUnlock()
 	if opener == nil {
 		if pkg, known := importPaths[scheme]; known && validScheme(scheme) {
-			return nil, nil, fmt.Errorf("simba: backend URL %q: no backend is registered for %q; import _ %q (or backends/all) in the program",
-				Redact(rawURL), scheme+":", pkg)
+			also := " (or backends/all)"
+			if scheme == "etcd" {
+				also = ", a module of its own"
+			}
+			return nil, nil, fmt.Errorf("simba: backend URL %q: no backend is registered for %q; import _ %q%s in the program",
+				Redact(rawURL), scheme+":", pkg, also)
 		}
 		if !strings.Contains(rawURL, "://") && strings.Contains(rawURL, "@") {
 			// What reads as a scheme may be a user name before a password.
