@@ -158,7 +158,7 @@ func open(ctx context.Context, rawURL string, o Options, opts []Option) (backend
 		if pkg, known := importPaths[scheme]; known && validScheme(scheme) {
 			also := " (or backends/all)"
 			if scheme == "etcd" {
-				also = ", a module of its own"
+				also = ", a module of its own,"
 			}
 			return nil, nil, fmt.Errorf("simba: backend URL %q: no backend is registered for %q; import _ %q%s in the program",
 				Redact(rawURL), scheme+":", pkg, also)
