@@ -12,6 +12,41 @@ import (
 	"github.com/simba-go/simba/backends/internal/sessionid"
 )
 
+// OpenSession opens a session that expires opts.TTL after its last renewal,
+// as measured by the store clock, with opts.Identity recorded. A TTL longer
+// than the store's MaxLease is clamped to it; the reply says what was
+// granted. A TTL ≤ 0 or an invalid identity is an error. Sessions may be
+// opened while the store is within its restart guard; only acquisitions
+// wait.
+func (s *Store) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
+	if err := args.Session(opts, 0); err != nil {
+		return nil, backends.Renewal{}, err
+	}
+	ttl := min(opts.TTL, s.maxLease)
+	var (
+		sess *session
+		r    backends.Renewal
+	)
+	err := s.call(ctx, mOpenSession, func(now int64) error {
+		rec := &sessionRec{
+			id:       sessionid.New(),
+			identity: opts.Identity,
+			ttl:      ttl,
+			expiry:   now + int64(ttl),
+			owned:    make(map[string]backends.Token),
+		}
+		s.sessions[rec.id] = rec
+		heap.Push(&s.expiries, rec)
+		sess = &session{s: s, id: rec.id}
+		r = s.renewal(rec, now)
+		return nil
+	})
+	if err != nil {
+		return nil, backends.Renewal{}, err
+	}
+	return sess, r, nil
+}
+
 // session is a client's handle on a session record of a Store. It holds only
 // the id: every call looks the record up, so a session the store forgot
 // (expired, closed, lost in a restart) stays dead (S3).
@@ -91,41 +126,6 @@ func (c *session) Close(ctx context.Context) error {
 		}
 		return nil
 	})
-}
-
-// OpenSession opens a session that expires opts.TTL after its last renewal,
-// as measured by the store clock, with opts.Identity recorded. A TTL longer
-// than the store's MaxLease is clamped to it; the reply says what was
-// granted. A TTL ≤ 0 or an invalid identity is an error. Sessions may be
-// opened while the store is within its restart guard; only acquisitions
-// wait.
-func (s *Store) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
-	if err := args.Session(opts, 0); err != nil {
-		return nil, backends.Renewal{}, err
-	}
-	ttl := min(opts.TTL, s.maxLease)
-	var (
-		sess *session
-		r    backends.Renewal
-	)
-	err := s.call(ctx, mOpenSession, func(now int64) error {
-		rec := &sessionRec{
-			id:       sessionid.New(),
-			identity: opts.Identity,
-			ttl:      ttl,
-			expiry:   now + int64(ttl),
-			owned:    make(map[string]backends.Token),
-		}
-		s.sessions[rec.id] = rec
-		heap.Push(&s.expiries, rec)
-		sess = &session{s: s, id: rec.id}
-		r = s.renewal(rec, now)
-		return nil
-	})
-	if err != nil {
-		return nil, backends.Renewal{}, err
-	}
-	return sess, r, nil
 }
 
 func (s *Store) renewal(rec *sessionRec, now int64) backends.Renewal {
