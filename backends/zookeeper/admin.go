@@ -1,0 +1,134 @@
+package simbazk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// adminTimeout is the session timeout of the backend's own connection.
+const adminTimeout = 10 * time.Second
+
+// adminConn is the backend's own connection, for StoreTime and Inspect: a
+// ZooKeeper session that holds nothing, opened when first needed and again
+// after it expired.
+type adminConn struct {
+	conn  *zk.Conn
+	w     *wire
+	ready chan struct{}
+	dead  chan struct{}
+	gone  chan struct{}
+	once  sync.Once
+	ronce sync.Once
+}
+
+func (a *adminConn) expire() {
+	a.once.Do(func() { close(a.dead); a.w.end(); go a.conn.Close() })
+}
+
+func (a *adminConn) close() {
+	a.expire()
+	select {
+	case <-a.gone:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// adminDo runs fn on the backend's own connection, bounded by ctx.
+func (b *Backend) adminDo(ctx context.Context, op string, fn func(c *zk.Conn) error) error {
+	if b.closed.Load() {
+		return b.closedErr(op, "")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("simbazk: %s: %w", op, err)
+	}
+	b.mu.Lock()
+	a := b.admin
+	if a != nil {
+		select {
+		case <-a.dead:
+			a = nil
+		default:
+		}
+	}
+	if a == nil {
+		w := newWire(b.dial, b.servers, b.dialBound(adminTimeout), false)
+		a = &adminConn{w: w, ready: make(chan struct{}), dead: make(chan struct{}), gone: make(chan struct{})}
+		cb := func(ev zk.Event) {
+			if ev.Type != zk.EventSession {
+				return
+			}
+			switch ev.State {
+			case zk.StateHasSession:
+				a.ronce.Do(func() { close(a.ready) })
+			case zk.StateExpired:
+				a.expire()
+			}
+		}
+		conn, events, err := b.connect(adminTimeout, w, cb)
+		if err != nil {
+			b.mu.Unlock()
+			return fmt.Errorf("simbazk: %s: %w", op, err)
+		}
+		a.conn = conn
+		go func() {
+			for range events {
+			}
+			close(a.gone)
+		}()
+		if b.digest != "" {
+			go func() {
+				select {
+				case <-a.ready:
+					if err := conn.AddAuth("digest", []byte(b.digest)); err != nil {
+						b.logger.Warn("simbazk: authenticating the backend's own connection failed", "error", err)
+					}
+				case <-a.dead:
+				}
+			}()
+		}
+		b.admin = a
+	}
+	b.mu.Unlock()
+	select {
+	case <-a.ready:
+	case <-ctx.Done():
+		why := a.w.dialErrors()
+		if why == "" {
+			why = "no session established"
+		}
+		return b.unavailable(ctx, op, "", fmt.Errorf("no ZooKeeper server of %v answered in time (%s)", b.servers, why))
+	}
+	done := make(chan error, 1)
+	go func() { done <- fn(a.conn) }()
+	select {
+	case err := <-done:
+		if errors.Is(err, zk.ErrSessionExpired) {
+			a.expire()
+		}
+		return err
+	case <-ctx.Done():
+		return b.unavailable(ctx, op, "", errors.New("ZooKeeper did not answer in time"))
+	}
+}
+
+// adminErr turns an error of adminDo into the contract's errors.
+func (b *Backend) adminErr(ctx context.Context, op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, backends.ErrClosed), errors.Is(err, backends.ErrUnavailable), errors.Is(err, ErrLayout),
+		ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return err
+	case errors.Is(err, zk.ErrNoAuth):
+		return fmt.Errorf("simbazk: %s: ZooKeeper refused it under %s (check WithDigest's credentials and the ACLs of the root's nodes): %w: %w",
+			op, b.root, ErrNotAuthorized, err)
+	}
+	return b.unavailable(ctx, op, "", err)
+}
