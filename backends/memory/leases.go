@@ -29,8 +29,9 @@ func (c *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 			return nil
 		}
 		if now < s.guardUntil {
-			return fmt.Errorf("memory: acquire %q: %w after a restart that lost the state, no grants for %v: %w",
-				name, backends.ErrRecovering, time.Duration(s.guardUntil-now), backends.ErrLeaseHeld)
+			return fmt.Errorf("memory: acquire %q: %w", name, &backends.RecoveringError{
+				Remaining: time.Duration(s.guardUntil - now), Until: storeTime(s.guardUntil), MaxLease: s.maxLease,
+				Why: "the store restarted and lost its state (Faults.Restart)"})
 		}
 		tok := s.nextToken(now)
 		s.leases[name] = &leaseRec{holder: rec, token: tok}

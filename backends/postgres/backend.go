@@ -14,6 +14,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/internal/check"
+	"github.com/simba-go/simba/backends/internal/guardlog"
 	"github.com/simba-go/simba/backends/internal/watch"
 )
 
@@ -70,7 +71,7 @@ type Backend struct {
 
 	listenerPID atomic.Uint32 // backend pid of the current LISTEN connection, for tests
 
-	guardLogged atomic.Int64 // Unix µs of the end of the last guard logged
+	guardLog guardlog.Log // the amnesia guard's warnings, one per guard
 }
 
 var (

@@ -2,6 +2,7 @@ package simbapg
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -51,13 +52,12 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 		}
 		return backends.Grant{}, s.b.errorf(what, name, "%w", &backends.HeldError{Name: name, Holder: h})
 	case "RECOVERING":
-		var wait time.Duration
+		e := &backends.RecoveringError{MaxLease: s.b.maxLease, Why: fmt.Sprintf(whyRecovering, s.b.schema)}
 		if remaining != nil {
-			wait = time.Duration(*remaining) * time.Microsecond
+			e.Remaining = time.Duration(*remaining) * time.Microsecond
 		}
-		s.b.logGuard(wait)
-		return backends.Grant{}, s.b.errorf(what, name, "schema %s is new, and may replace one that was lost: %w, "+
-			"no grants for another %v: %w", s.b.schema, backends.ErrRecovering, wait.Round(time.Millisecond), backends.ErrLeaseHeld)
+		s.b.guardLog.Refused(s.b.logger, "simbapg", e, slog.String("schema", s.b.schema))
+		return backends.Grant{}, s.b.errorf(what, name, "%w", e)
 	case "EXPIRED":
 		return backends.Grant{}, s.expired(what, name)
 	}
@@ -149,14 +149,7 @@ func (s *session) PutValue(ctx context.Context, name string, token backends.Toke
 	return s.b.unexpected(what, status)
 }
 
-// logGuard logs, once per guard period, that the amnesia guard refuses
-// grants.
-func (b *Backend) logGuard(wait time.Duration) {
-	end := time.Now().Add(wait).UnixMicro()
-	last := b.guardLogged.Load()
-	if end-last < int64(time.Second/time.Microsecond) || !b.guardLogged.CompareAndSwap(last, end) {
-		return
-	}
-	b.logger.Warn("simbapg: the schema is new (it may replace one that was lost); no lease is granted until every old holder's deadline has passed",
-		slog.String("schema", b.schema), slog.Duration("remaining", wait))
-}
+// whyRecovering is what the amnesia guard of a schema says it guards
+// against (see the package documentation); %s is the schema.
+const whyRecovering = "schema %s is new, or start_guard() was called, and it may replace one that was lost " +
+	"(a database restored from an older backup or recreated, a fail-over to a standby that missed writes, another server)"

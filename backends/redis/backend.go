@@ -16,6 +16,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/internal/check"
+	"github.com/simba-go/simba/backends/internal/guardlog"
 	"github.com/simba-go/simba/backends/internal/storeerr"
 	"github.com/simba-go/simba/backends/internal/watch"
 )
@@ -64,7 +65,7 @@ type Backend struct {
 	armed     armed       // the scripts without INFO (armed.go)
 	node      string      // this backend's node id: its wake channel, and its place among a lease's waiters
 
-	guardLogged atomic.Int64 // Unix µs of the end of the last guard logged
+	guardLog guardlog.Log // the amnesia guard's warnings, one per guard
 
 	// The sweeps of closed sessions that held more than one close call
 	// releases, which go on after Close returned (see sweep); Close of the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/simba-go/simba/backends"
 )
@@ -39,11 +38,12 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 	case "HELD":
 		return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: %w", name, &backends.HeldError{Name: name, Holder: holder(r)})
 	case "RECOVERING":
-		wait := fromMicros(r.int(1))
-		s.b.logGuard(wait)
-		return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: Redis lost its state (restart, older snapshot or "+
-			"fail-over): %w, no grants for another %v: %w", name, backends.ErrRecovering, wait.Round(time.Millisecond),
-			backends.ErrLeaseHeld)
+		e := &backends.RecoveringError{Remaining: fromMicros(r.int(1)), MaxLease: s.b.maxLease, Why: whyRecovering}
+		if until := r.int(2); until > 0 {
+			e.Until = storeTime(until)
+		}
+		s.b.guardLog.Refused(s.b.logger, "simbaredis", e, slog.String("prefix", s.b.prefix))
+		return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: %w", name, e)
 	}
 	return backends.Grant{}, s.b.unexpected("acquire", r)
 }
@@ -112,14 +112,7 @@ func (s *session) PutValue(ctx context.Context, name string, token backends.Toke
 	return s.b.unexpected("put value", r)
 }
 
-// logGuard logs, once per guard period, that the amnesia guard refuses
-// grants.
-func (b *Backend) logGuard(wait time.Duration) {
-	end := time.Now().Add(wait).UnixMicro()
-	last := b.guardLogged.Load()
-	if end-last < micros(time.Second) || !b.guardLogged.CompareAndSwap(last, end) {
-		return
-	}
-	b.logger.Warn("simbaredis: Redis lost its state (restart, older snapshot or fail-over); no lease is granted until every old holder's deadline has passed",
-		slog.String("prefix", b.prefix), slog.Duration("remaining", wait))
-}
+// whyRecovering is what the amnesia guard of a namespace says it guards
+// against (see the package documentation).
+const whyRecovering = "Redis may have lost the namespace's state (a restart without persistence, an older snapshot, " +
+	"a fail-over), or the namespace is new on a Redis that started less than the maximum lease ago"

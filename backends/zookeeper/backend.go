@@ -16,6 +16,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/internal/check"
+	"github.com/simba-go/simba/backends/internal/guardlog"
 	"github.com/simba-go/simba/backends/internal/storeerr"
 )
 
@@ -72,7 +73,8 @@ type Backend struct {
 	gen      generation // the root's generation, as last read
 	admin    *adminConn
 
-	highest atomic.Int64 // the highest token seen, the floor of a new root
+	highest  atomic.Int64 // the highest token seen, the floor of a new root
+	guardLog guardlog.Log // the amnesia guard's warnings, one per guard
 }
 
 var (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -22,11 +23,17 @@ func (s *session) storeNow() (time.Time, bool) {
 	return s.storeTime.Add(time.Since(s.storeAt)), true
 }
 
+// recovering is the refusal of an acquisition of name within the amnesia
+// guard, wait before its end; it logs the guard once per guard period.
 func (s *session) recovering(name string, wait time.Duration) error {
-	s.b.logger.Warn("simbazk: the root is new or was created again (ZooKeeper may have lost its data); no lease is granted until the amnesia guard has passed",
-		"root", s.b.root, "remaining", wait)
-	return fmt.Errorf("%s: the root %s is new or was created again (ZooKeeper may have lost its data): %w, no grants for another %v: %w",
-		opName("acquire", name), s.b.root, backends.ErrRecovering, wait.Round(time.Millisecond), backends.ErrLeaseHeld)
+	e := &backends.RecoveringError{
+		Remaining: wait,
+		Until:     s.gen.guardEnd.UTC(),
+		MaxLease:  s.gen.guardEnd.Sub(time.UnixMilli(s.gen.ctime)),
+		Why:       "the root " + s.b.root + " is new or was created again, and may replace one ZooKeeper lost",
+	}
+	s.b.guardLog.Refused(s.b.logger, "simbazk", e, slog.String("root", s.b.root))
+	return fmt.Errorf("%s: %w", opName("acquire", name), e)
 }
 
 // Acquire creates the lease node (ephemeral), the session's child for it

@@ -4,7 +4,8 @@
 -- release wakes if it is refused (lib/wait.lua); ARGV[6] and ARGV[7], for a
 -- partition: its group and index. Reply: OK, the token, the digest's
 -- leases and version, and the value if there is one; or HELD and the
--- holder (see lib/holder.lua).
+-- holder (see lib/holder.lua); or RECOVERING, the time left of the amnesia
+-- guard and its end (µs of Redis time).
 --
 -- Granting a free lease takes four commands: the clock, one HMGET (the
 -- guard's fields, the session's expiry and digest, the lease's record
@@ -30,7 +31,7 @@ if h then
 end
 if NOW < GUARD then
   wait(name, ARGV[5], NOW, MAXLEASE)
-  return {'RECOVERING', GUARD - NOW}
+  return {'RECOVERING', GUARD - NOW, GUARD}
 end
 local tok = math.max(TOKEN + 1, NOW)
 if tok > 9007199254740991 then return {'TOKENS'} end -- 2^53-1
