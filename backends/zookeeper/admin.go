@@ -19,13 +19,15 @@ const adminTimeout = 10 * time.Second
 // ZooKeeper session that holds nothing, opened when first needed and again
 // after it expired.
 type adminConn struct {
-	conn  *zk.Conn
-	w     *wire
-	ready chan struct{}
-	dead  chan struct{}
-	gone  chan struct{}
-	once  sync.Once
-	ronce sync.Once
+	conn    *zk.Conn
+	w       *wire
+	ready   chan struct{} // closed at the first StateHasSession
+	authed  chan struct{} // closed once the credentials are in place (at once without WithDigest)
+	authErr error         // why they could not be, set before authed is closed
+	dead    chan struct{}
+	gone    chan struct{}
+	once    sync.Once
+	ronce   sync.Once
 }
 
 func (a *adminConn) expire() {
@@ -59,7 +61,7 @@ func (b *Backend) adminDo(ctx context.Context, op string, fn func(c *zk.Conn) er
 	}
 	if a == nil {
 		w := newWire(b.dial, b.servers, b.dialBound(adminTimeout), false)
-		a = &adminConn{w: w, ready: make(chan struct{}), dead: make(chan struct{}), gone: make(chan struct{})}
+		a = &adminConn{w: w, ready: make(chan struct{}), authed: make(chan struct{}), dead: make(chan struct{}), gone: make(chan struct{})}
 		cb := func(ev zk.Event) {
 			if ev.Type != zk.EventSession {
 				return
@@ -82,22 +84,29 @@ func (b *Backend) adminDo(ctx context.Context, op string, fn func(c *zk.Conn) er
 			}
 			close(a.gone)
 		}()
-		if b.digest != "" {
-			go func() {
-				select {
-				case <-a.ready:
-					if err := conn.AddAuth("digest", []byte(b.digest)); err != nil {
-						b.logger.Warn("simbazk: authenticating the backend's own connection failed", "error", err)
-					}
-				case <-a.dead:
+		// The credentials go first, before any request of adminDo's
+		// (which waits for authed), then go-zookeeper sends them first
+		// on every reconnection.
+		go func() {
+			defer close(a.authed)
+			select {
+			case <-a.ready:
+				if b.digest != "" {
+					a.authErr = b.authenticate(conn, w)
 				}
-			}()
-		}
+			case <-a.dead:
+				a.authErr = errors.New("the connection ended")
+			}
+		}()
 		b.admin = a
 	}
 	b.mu.Unlock()
 	select {
-	case <-a.ready:
+	case <-a.authed:
+		if a.authErr != nil {
+			a.expire() // the next call connects anew
+			return b.unavailable(ctx, op, "", fmt.Errorf("authenticating with the digest credentials: %w", a.authErr))
+		}
 	case <-ctx.Done():
 		why := a.w.dialErrors()
 		if why == "" {

@@ -129,3 +129,34 @@ func parallel(fns ...func() error) error {
 	}
 	return nil
 }
+
+// authenticate adds the backend's digest credentials (WithDigest) to conn,
+// whose session is established, before any other request of the backend on
+// it: the callers send nothing before it returns. go-zookeeper records the
+// credentials once ZooKeeper accepted them, and on every reconnection sends
+// what it recorded before any queued request (its resendZkAuth). One window
+// is left: a reconnection between ZooKeeper's reply and the recording would
+// send none. A reconnection completes a handshake before it sends anything,
+// and the wire makes that handshake's connection current (wire.current), so
+// if the current connection is the same after AddAuth returned as before it
+// was called, every later reconnection sends the credentials; otherwise
+// authenticate adds them again. A connection that broke under the call
+// (go-zookeeper then reconnects) is tried again too. Credentials added twice
+// are sent twice, which ZooKeeper accepts.
+func (b *Backend) authenticate(conn *zk.Conn, w *wire) error {
+	var err error
+	for range 5 {
+		wc := w.current()
+		err = conn.AddAuth("digest", []byte(b.digest))
+		if err == nil && w.current() == wc {
+			return nil
+		}
+		if err != nil && !errors.Is(err, zk.ErrConnectionClosed) {
+			return err
+		}
+	}
+	if err == nil {
+		err = errors.New("the connection kept changing")
+	}
+	return err
+}

@@ -142,7 +142,8 @@ func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions)
 	}
 	s.id = sessionID(conn.SessionID())
 	if b.digest != "" {
-		if err := s.do(ctx, "open session", "", func(c *zk.Conn) error { return c.AddAuth("digest", []byte(b.digest)) }); err != nil {
+		// Before any other request (see authenticate).
+		if err := s.do(ctx, "open session", "", func(c *zk.Conn) error { return b.authenticate(c, s.w) }); err != nil {
 			return fail(s.fail(ctx, "open session", "", err))
 		}
 	}
