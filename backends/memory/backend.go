@@ -236,8 +236,9 @@ type release struct {
 }
 
 // call runs op as one round trip to the store: it counts the call, applies the
-// faults (unreachable, request latency), runs op under the store's mutex, then
-// applies the reply latency. A call whose context ends while it waits returns
+// faults (unreachable, request latency), runs op under the store's mutex
+// (after reaping the sessions that expired, except for Inspect, which
+// changes nothing), then applies the reply latency. A call whose context ends while it waits returns
 // an error wrapping the context's error (and ErrUnavailable if the request
 // never reached the store).
 func (s *Store) call(ctx context.Context, m method, op func(now int64) error) error {
@@ -257,7 +258,13 @@ func (s *Store) call(ctx context.Context, m method, op func(now int64) error) er
 	if err := sleep(ctx, req); err != nil {
 		return fmt.Errorf("memory: %s: request not delivered: %w: %w", m, backends.ErrUnavailable, err)
 	}
-	now := s.lock()
+	var now int64
+	if m == mInspect {
+		s.mu.Lock() // a listing reaps nothing: it changes no state
+		now = s.now()
+	} else {
+		now = s.lock()
+	}
 	err := op(now)
 	s.unlock()
 	if serr := sleep(ctx, reply); serr != nil {

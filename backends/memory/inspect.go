@@ -10,28 +10,39 @@ import (
 )
 
 // Inspect lists the store's live sessions, held leases and groups
-// ([backends.Inspector]), read in one call under the store's mutex.
+// ([backends.Inspector]), read in one call under the store's mutex. It
+// changes nothing: unlike the other calls it does not reap the sessions
+// that expired, which it leaves out of the lists.
 func (s *Store) Inspect(ctx context.Context) (backends.Inventory, error) {
 	var inv backends.Inventory
 	err := s.call(ctx, mInspect, func(now int64) error {
 		inv.StoreTime = storeTime(now)
+		live := func(rec *sessionRec) bool { return rec.expiry > now }
 		for _, rec := range s.sessions {
-			inv.Sessions = append(inv.Sessions, backends.SessionInfo{
-				ID: rec.id, Identity: rec.identity, Remaining: time.Duration(rec.expiry - now), Leases: len(rec.owned),
-			})
+			if live(rec) {
+				inv.Sessions = append(inv.Sessions, backends.SessionInfo{
+					ID: rec.id, Identity: rec.identity, Remaining: time.Duration(rec.expiry - now), Leases: len(rec.owned),
+				})
+			}
 		}
 		for name, l := range s.leases {
-			inv.Leases = append(inv.Leases, backends.LeaseInfo{
-				Name: name, Session: l.holder.id, Identity: l.holder.identity, Token: l.token, Value: clone(s.values[name]),
-			})
+			if live(l.holder) {
+				inv.Leases = append(inv.Leases, backends.LeaseInfo{
+					Name: name, Session: l.holder.id, Identity: l.holder.identity, Token: l.token, Value: clone(s.values[name]),
+				})
+			}
 		}
 		for name, g := range s.groups {
 			gi := backends.GroupInfo{Name: name, Partitions: g.partitions}
-			for id := range g.members {
-				gi.Members = append(gi.Members, id)
+			for id, rec := range g.members {
+				if live(rec) {
+					gi.Members = append(gi.Members, id)
+				}
 			}
-			slices.Sort(gi.Members)
-			inv.Groups = append(inv.Groups, gi)
+			if len(gi.Members) > 0 {
+				slices.Sort(gi.Members)
+				inv.Groups = append(inv.Groups, gi)
+			}
 		}
 		return nil
 	})

@@ -66,6 +66,7 @@ type Backend struct {
 	digest   string   // "user:password", or ""
 	acl      []zk.ACL // of every node the backend creates
 	zlog     zk.Logger
+	readOnly bool // WithReadOnly: Inspect only, writing nothing
 
 	closed   atomic.Bool
 	mu       sync.Mutex
@@ -97,6 +98,7 @@ type options struct {
 	user     string
 	password string
 	digest   bool
+	readOnly bool
 }
 
 // WithRoot sets the root path under which the backend keeps every node
@@ -157,6 +159,17 @@ func WithDigest(user, password string) Option {
 	return func(o *options) { o.user, o.password, o.digest = user, password, true }
 }
 
+// WithReadOnly makes a backend that only lists the root ([Backend.Inspect]),
+// for status tools: it writes nothing to ZooKeeper — no root, no clock node;
+// a root that does not exist lists as empty — and OpenSession and StoreTime
+// fail with [ErrReadOnly]. Its Inspect reports no store time: ZooKeeper's
+// clock can be read only through a write.
+func WithReadOnly() Option { return func(o *options) { o.readOnly = true } }
+
+// ErrReadOnly reports a session or a store time asked of a backend made with
+// [WithReadOnly].
+var ErrReadOnly = errors.New("simbazk: backend opened read-only")
+
 // New returns a backend for the ZooKeeper servers (host:port each; one
 // ensemble). It makes no connection: each session connects on its own, and
 // the backend connects for [Backend.StoreTime] and [Backend.Inspect] when
@@ -209,6 +222,7 @@ func New(servers []string, opts ...Option) (*Backend, error) {
 		logger:   o.logger,
 		acl:      zk.WorldACL(zk.PermAll),
 		zlog:     zkLogger{o.logger},
+		readOnly: o.readOnly,
 		sessions: make(map[*session]struct{}),
 	}
 	if o.digest {
@@ -362,6 +376,9 @@ func (z zkLogger) Printf(format string, a ...any) {
 // leader's, so it may step when the leader changes).
 func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
 	const op = "store time"
+	if b.readOnly {
+		return time.Time{}, fmt.Errorf("simbazk: %s: %w", op, ErrReadOnly)
+	}
 	var st *zk.Stat
 	write := func(c *zk.Conn) error {
 		var err error

@@ -21,18 +21,22 @@ const inspectParallel = 64
 // backend's own connection (at most 64 in flight): the session nodes and
 // their children, the lease and value nodes of the leases held, the group
 // nodes and their children. It changes nothing but the clock node (for
-// StoreTime). The lists are read close together, not as one snapshot.
-// Remaining is 0: ZooKeeper does not tell a session's time left.
+// StoreTime), and under [WithReadOnly] nothing at all: it then reports no
+// store time, and a root that does not exist lists as empty. The lists are
+// read close together, not as one snapshot. Remaining is 0: ZooKeeper does
+// not tell a session's time left.
 func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 	const op = "inspect"
 	var inv backends.Inventory
-	t, err := b.StoreTime(ctx)
-	if err != nil {
-		return inv, err
+	if !b.readOnly {
+		t, err := b.StoreTime(ctx)
+		if err != nil {
+			return inv, err
+		}
+		inv.StoreTime = t
 	}
-	inv.StoreTime = t
 	var gen generation
-	err = b.adminDo(ctx, op, func(c *zk.Conn) error {
+	err := b.adminDo(ctx, op, func(c *zk.Conn) error {
 		data, st, err := c.Get(b.root)
 		if err != nil {
 			return err
@@ -40,14 +44,17 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 		gen, err = b.parseGeneration(data, st)
 		return err
 	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return inv, nil // no root: nothing is held (read-only; otherwise StoreTime created it)
+	}
 	if err != nil {
 		return inv, b.adminErr(ctx, op, err)
 	}
 	var sids, groups []string
 	err = b.adminDo(ctx, op, func(c *zk.Conn) error {
 		return parallel(
-			func() error { var err error; sids, _, err = c.Children(b.paths.sessions()); return err },
-			func() error { var err error; groups, _, err = c.Children(b.paths.groups()); return err })
+			func() error { var err error; sids, _, err = c.Children(b.paths.sessions()); return absent(err) },
+			func() error { var err error; groups, _, err = c.Children(b.paths.groups()); return absent(err) })
 	})
 	if err != nil {
 		return inv, b.adminErr(ctx, op, err)
@@ -191,4 +198,13 @@ func bounded(n int, fn func(i int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// absent turns ZooKeeper's "no node" into no error: a node that is not
+// there holds nothing.
+func absent(err error) error {
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
 }

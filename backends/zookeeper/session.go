@@ -82,6 +82,9 @@ func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions)
 	if err := args.Session(opts, time.Millisecond); err != nil {
 		return nil, backends.Renewal{}, err
 	}
+	if b.readOnly {
+		return nil, backends.Renewal{}, fmt.Errorf("simbazk: open session: %w", ErrReadOnly)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, backends.Renewal{}, fmt.Errorf("simbazk: open session: %w", err)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendurl"
 	"github.com/simba-go/simba/backends/internal/redact"
@@ -23,10 +25,14 @@ import (
 func init() { backendurl.Register("zk", openURL) }
 
 // openURL is the backendurl.Opener of this package: [Open] with the
-// caller's logger. The backend owns its connections; the closer closes
-// them.
+// caller's logger, read-only for listing ([WithReadOnly]). The backend owns
+// its connections; the closer closes them.
 func openURL(ctx context.Context, rawURL string, o backendurl.Options) (backends.Backend, io.Closer, error) {
-	b, err := Open(ctx, rawURL, WithLogger(o.Logger))
+	opts := []Option{WithLogger(o.Logger)}
+	if o.ReadOnly {
+		opts = append(opts, WithReadOnly())
+	}
+	b, err := Open(ctx, rawURL, opts...)
 	if err != nil {
 		return nil, nil, err // Open redacts the URL itself
 	}
@@ -35,8 +41,9 @@ func openURL(ctx context.Context, rawURL string, o backendurl.Options) (backends
 
 // Open returns a backend for a zk:// URL and checks that the ensemble
 // answers and that the root is usable (it creates the root if needed, and
-// writes its clock node: a wrong digest shows here). ctx bounds the check;
-// an ensemble that does not answer in time fails with an error wrapping
+// writes its clock node: a wrong digest shows here); under [WithReadOnly] it
+// only reads whether the root exists. ctx bounds the check; an ensemble
+// that does not answer in time fails with an error wrapping
 // [backends.ErrUnavailable] that names the servers. The URL's form:
 //
 //	zk://[user:password@]host1:2181[,host2:2181…][/root][?option=value&…]
@@ -63,7 +70,15 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) 
 	if err != nil {
 		return nil, fmt.Errorf("simbazk: open %s: %w", shown, err)
 	}
-	if _, err := b.StoreTime(ctx); err != nil {
+	if b.readOnly {
+		err = b.adminErr(ctx, "open", b.adminDo(ctx, "open", func(c *zk.Conn) error {
+			_, _, err := c.Exists(b.root)
+			return err
+		}))
+	} else {
+		_, err = b.StoreTime(ctx)
+	}
+	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("simbazk: open %s: %w", shown, err)
 	}
