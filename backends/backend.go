@@ -81,8 +81,8 @@ type Session interface {
 	// session already holds it, Acquire is idempotent and returns the same
 	// token. If another live session holds it, it returns a *[HeldError]
 	// (which wraps [ErrLeaseHeld]) describing the holder; if the store is
-	// within its amnesia guard (§15), an error wrapping [ErrRecovering] and
-	// [ErrLeaseHeld]. The grant carries the value last stored with
+	// within its amnesia guard (§15), a *[RecoveringError] (which matches
+	// [ErrRecovering] and [ErrLeaseHeld]) saying until when. The grant carries the value last stored with
 	// [Session.PutValue] for this name, by any session, and the session's
 	// digest right after the acquisition.
 	Acquire(ctx context.Context, name string) (Grant, error)

@@ -92,7 +92,8 @@
 // its state (a Redis without persistence, the memory store) implements the
 // amnesia guard of §15 internally: after such a loss it refuses every
 // acquisition until the longest lease it could have granted has passed, and
-// its tokens stay strictly increasing.
+// its tokens stay strictly increasing. The refusal is a *[RecoveringError]
+// saying why and until when, and the backend logs it once per guard period.
 //
 // # Errors
 //

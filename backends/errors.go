@@ -1,6 +1,10 @@
 package backends
 
-import "errors"
+import (
+	"errors"
+	"strings"
+	"time"
+)
 
 // Sentinel errors. Backends return them wrapped (fmt.Errorf("...: %w", ErrX))
 // so that callers test them with errors.Is. Their messages state a fact
@@ -23,7 +27,8 @@ var (
 	// without persistence, an older snapshot, a fail-over) and grants no
 	// lease until the longest lease it could have granted has passed (the
 	// amnesia guard, §15). Errors matching it also match ErrLeaseHeld:
-	// the lease may still be held by a session the store forgot.
+	// the lease may still be held by a session the store forgot. Backends
+	// return it as a *RecoveringError, which says until when.
 	ErrRecovering = errors.New("store recovering from a loss of state")
 
 	// ErrNotHolder reports a write by a session that does not hold the lease
@@ -74,3 +79,64 @@ func (e *HeldError) Error() string {
 
 // Is reports whether target is [ErrLeaseHeld].
 func (e *HeldError) Is(target error) bool { return target == ErrLeaseHeld }
+
+// RecoveringError is the error of an [Session.Acquire] refused by the
+// store's amnesia guard (§15): the store may have lost its state, so it
+// grants no lease until the longest lease it could have granted has passed.
+// It matches [ErrRecovering] and [ErrLeaseHeld] with errors.Is; errors.As
+// finds it through the backend's wrapping, so that a client can say why it
+// waits and until when.
+type RecoveringError struct {
+	// Remaining is how long the store goes on refusing grants, as it
+	// measured when it handled the call (a duration, never a point in
+	// time, as [Renewal.Remaining]).
+	Remaining time.Duration
+
+	// Until is when the store grants again, on its own clock, or the zero
+	// Time if the store has no clock.
+	Until time.Time
+
+	// MaxLease is the length of the guard: the longest lease the store
+	// grants, which the backend's WithMaxLease option (simba_max_lease= in
+	// a backend URL) sets. A shorter maximum shortens the guard.
+	MaxLease time.Duration
+
+	// Why says what the store may have lost, for people ("Redis lost its
+	// state (a restart without persistence, an older snapshot or a
+	// fail-over)").
+	Why string
+}
+
+// Error implements error. It says why no lease is granted, until when, and
+// how to shorten the wait:
+//
+//	store recovering from a loss of state: Redis lost its state (…); grants
+//	resume in 41s (at 12:00:41.123Z on the store's clock): the amnesia guard
+//	waits out the longest lease the store grants (1m0s), which an old holder
+//	may still believe it holds; a shorter one (the backend's WithMaxLease,
+//	simba_max_lease= in its URL) shortens the wait
+//
+// The lease name is left to the errors that wrap it.
+func (e *RecoveringError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrRecovering.Error())
+	if e.Why != "" {
+		b.WriteString(": " + e.Why)
+	}
+	b.WriteString("; grants resume in " + e.Remaining.Round(time.Millisecond).String())
+	if !e.Until.IsZero() {
+		b.WriteString(" (at " + e.Until.UTC().Format("15:04:05.000Z07:00") + " on the store's clock)")
+	}
+	b.WriteString(": the amnesia guard waits out the longest lease the store grants")
+	if e.MaxLease > 0 {
+		b.WriteString(" (" + e.MaxLease.String() + ")")
+	}
+	b.WriteString(", which an old holder may still believe it holds; a shorter one " +
+		"(the backend's WithMaxLease, simba_max_lease= in its URL) shortens the wait")
+	return b.String()
+}
+
+// Is reports whether target is [ErrRecovering] or [ErrLeaseHeld].
+func (e *RecoveringError) Is(target error) bool {
+	return target == ErrRecovering || target == ErrLeaseHeld
+}

@@ -234,11 +234,11 @@ func init() { Register("memory", openMemory) }
 // openMemory opens memory: (the process-wide default store) or memory:NAME
 // (a process-wide store of its own): the embedded default, registered here.
 func openMemory(_ context.Context, rawURL string, _ Options) (backends.Backend, io.Closer, error) {
-	_, name, _ := strings.Cut(rawURL, ":")
-	if strings.HasPrefix(name, "//") {
-		return nil, nil, fmt.Errorf("simba: backend URL %q: write memory: or memory:NAME, without //", Redact(rawURL))
+	s, err := memory.OpenURL(rawURL)
+	if err != nil {
+		return nil, nil, err
 	}
-	return memory.Open(name), nopCloser{}, nil
+	return s, nopCloser{}, nil
 }
 
 type nopCloser struct{}

@@ -42,7 +42,9 @@
 //   - A session records the identity it was opened with; [backends.Session.Holder]
 //     and a refused acquisition ([backends.HeldError]) report it, with the
 //     holder's token and remaining time. [Store.Inspect] lists every live
-//     session, held lease and group ([backends.Inspector]).
+//     session, held lease and group ([backends.Inspector]); it changes
+//     nothing, and unlike every other call does not even reap the sessions
+//     that expired (it leaves them out), so that a status tool only reads.
 //   - Session time to live is clamped to the store's MaxLease
 //     ([WithMaxLease], default 60 s); the reply says what was granted (C2).
 //   - Watchers ([backends.Notifier]) are called on the goroutine of the call
@@ -73,19 +75,25 @@
 // A store that loses its state while clients still believe they hold leases
 // must not hand those leases out at once (§15). After
 // [Faults.Restart], which simulates a restart of the store's process with all
-// state lost, the store refuses every acquisition with an error wrapping
-// [backends.ErrLeaseHeld] (saying that it is recovering) until MaxLease has
-// passed on the store clock — by then every old holder's local deadline has
-// passed, since no session was granted more. Sessions may be opened during the
+// state lost, the store refuses every acquisition with a
+// *[backends.RecoveringError] (matching [backends.ErrRecovering] and
+// [backends.ErrLeaseHeld]) that says until when, on the store clock, and that
+// a shorter [WithMaxLease] shortens the wait, until MaxLease has passed on
+// the store clock — by then every old holder's local deadline has passed,
+// since no session was granted more. Sessions may be opened during the
 // guard. [Store.RunID] changes at every restart, so that a client can tell a
-// restarted store from one that only seems slow.
+// restarted store from one that only seems slow. The store has no logger:
+// the refusal is all it says.
 //
-// A store made by [New] or [Open] starts without a guard: its clients live in
-// the same process, so when the process (and so the store) starts anew, no
-// holder of the old store's leases survives it. Its tokens still exceed those
-// of the previous process — which a protected resource outside the process may
-// have recorded — because they are floored by the wall clock in microseconds,
-// unless the host's clock stepped back in between.
+// A store made by [New] or [Open] starts without a guard, and this is the one
+// store that can prove no earlier grant exists: its state lives and dies with
+// the process, and so do its clients, so when the process (and so the store)
+// starts anew, no holder of the old store's leases survives it — no session
+// of it can be renewed, and no client of it is left to believe in a term.
+// Its tokens still exceed those of the previous process — which a protected
+// resource outside the process may have recorded — because they are floored
+// by the wall clock in microseconds, unless the host's clock stepped back in
+// between.
 //
 // # The fault surface (test support, not for production use)
 //

@@ -9,7 +9,43 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/internal/sessionid"
 )
+
+// OpenSession opens a session that expires opts.TTL after its last renewal,
+// as measured by the store clock, with opts.Identity recorded. A TTL longer
+// than the store's MaxLease is clamped to it; the reply says what was
+// granted. A TTL ≤ 0 or an invalid identity is an error. Sessions may be
+// opened while the store is within its restart guard; only acquisitions
+// wait.
+func (s *Store) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
+	if err := args.Session(opts, 0); err != nil {
+		return nil, backends.Renewal{}, err
+	}
+	ttl := min(opts.TTL, s.maxLease)
+	var (
+		sess *session
+		r    backends.Renewal
+	)
+	err := s.call(ctx, mOpenSession, func(now int64) error {
+		rec := &sessionRec{
+			id:       sessionid.New(),
+			identity: opts.Identity,
+			ttl:      ttl,
+			expiry:   now + int64(ttl),
+			owned:    make(map[string]backends.Token),
+		}
+		s.sessions[rec.id] = rec
+		heap.Push(&s.expiries, rec)
+		sess = &session{s: s, id: rec.id}
+		r = s.renewal(rec, now)
+		return nil
+	})
+	if err != nil {
+		return nil, backends.Renewal{}, err
+	}
+	return sess, r, nil
+}
 
 // session is a client's handle on a session record of a Store. It holds only
 // the id: every call looks the record up, so a session the store forgot
@@ -82,182 +118,6 @@ func (c *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 	return held, d, nil
 }
 
-// Acquire takes name for the session; see [backends.Session.Acquire]. During
-// the restart guard it fails with an error wrapping [backends.ErrLeaseHeld].
-func (c *session) Acquire(ctx context.Context, name string) (backends.Grant, error) {
-	if err := args.Name("acquire", name); err != nil {
-		return backends.Grant{}, err
-	}
-	var g backends.Grant
-	err := c.s.call(ctx, mAcquire, func(now int64) error {
-		s := c.s
-		rec, err := c.live(mAcquire)
-		if err != nil {
-			return err
-		}
-		if l := s.leases[name]; l != nil {
-			if l.holder != rec {
-				return fmt.Errorf("memory: acquire %q: %w", name, &backends.HeldError{Name: name, Holder: l.describe(now)})
-			}
-			g = backends.Grant{Token: l.token, Value: clone(s.values[name]), Digest: s.digest(rec)}
-			return nil
-		}
-		if now < s.guardUntil {
-			return fmt.Errorf("memory: acquire %q: %w after a restart that lost the state, no grants for %v: %w",
-				name, backends.ErrRecovering, time.Duration(s.guardUntil-now), backends.ErrLeaseHeld)
-		}
-		tok := s.nextToken(now)
-		s.leases[name] = &leaseRec{holder: rec, token: tok}
-		rec.owned[name] = tok
-		rec.version++
-		s.touchPartition(name)
-		g = backends.Grant{Token: tok, Value: clone(s.values[name]), Digest: s.digest(rec)}
-		return nil
-	})
-	return g, err
-}
-
-// Release gives up name if the session holds it with token, waking the
-// watchers of other sessions; otherwise it does nothing.
-func (c *session) Release(ctx context.Context, name string, token backends.Token) (backends.Digest, error) {
-	if err := args.Name("release", name); err != nil {
-		return backends.Digest{}, err
-	}
-	var d backends.Digest
-	err := c.s.call(ctx, mRelease, func(now int64) error {
-		rec, err := c.live(mRelease)
-		if err != nil {
-			return err
-		}
-		if l := c.s.leases[name]; l != nil && l.holder == rec && l.token == token {
-			delete(rec.owned, name)
-			rec.version++
-			c.s.dropLease(rec.id, name)
-		}
-		d = c.s.digest(rec)
-		return nil
-	})
-	return d, err
-}
-
-// Holder returns the holder of name.
-func (c *session) Holder(ctx context.Context, name string) (backends.Holder, error) {
-	if err := args.Name("holder", name); err != nil {
-		return backends.Holder{}, err
-	}
-	var h backends.Holder
-	err := c.s.call(ctx, mHolder, func(now int64) error {
-		if _, err := c.live(mHolder); err != nil {
-			return err
-		}
-		if l := c.s.leases[name]; l != nil {
-			h = l.describe(now)
-		}
-		return nil
-	})
-	return h, err
-}
-
-// PutValue stores a copy of value beside the lease name.
-func (c *session) PutValue(ctx context.Context, name string, token backends.Token, value []byte) error {
-	if err := args.Value("put value", name, value); err != nil {
-		return err
-	}
-	return c.s.call(ctx, mPutValue, func(now int64) error {
-		rec, err := c.live(mPutValue)
-		if err != nil {
-			return err
-		}
-		if l := c.s.leases[name]; l == nil || l.holder != rec || l.token != token {
-			return fmt.Errorf("memory: put value %q with token %d: %w", name, token, backends.ErrNotHolder)
-		}
-		c.s.values[name] = append([]byte{}, value...)
-		return nil
-	})
-}
-
-// Join makes the session a member of group.
-func (c *session) Join(ctx context.Context, group string, partitions int) error {
-	if err := args.Group("join", group, partitions); err != nil {
-		return err
-	}
-	return c.s.call(ctx, mJoin, func(now int64) error {
-		s := c.s
-		rec, err := c.live(mJoin)
-		if err != nil {
-			return err
-		}
-		gr := s.groups[group]
-		if gr == nil {
-			gr = &groupRec{partitions: partitions, members: make(map[backends.SessionID]*sessionRec)}
-			s.groups[group] = gr
-		}
-		if gr.partitions != partitions {
-			return fmt.Errorf("memory: join %q with %d partitions, its members have %d: %w",
-				group, partitions, gr.partitions, backends.ErrGroupMismatch)
-		}
-		if _, ok := gr.members[rec.id]; ok {
-			return nil
-		}
-		gr.members[rec.id] = rec
-		if rec.groups == nil {
-			rec.groups = make(map[string]*groupRec)
-		}
-		rec.groups[group] = gr
-		gr.epoch = s.nextRev()
-		return nil
-	})
-}
-
-// Leave ends the session's membership of group.
-func (c *session) Leave(ctx context.Context, group string) error {
-	if err := args.Name("leave", group); err != nil {
-		return err
-	}
-	return c.s.call(ctx, mLeave, func(now int64) error {
-		rec, err := c.live(mLeave)
-		if err != nil {
-			return err
-		}
-		if gr := rec.groups[group]; gr != nil {
-			c.s.leaveGroup(rec, group, gr)
-		}
-		return nil
-	})
-}
-
-// Members returns the group's live members and partition holders.
-func (c *session) Members(ctx context.Context, group string) (backends.GroupView, error) {
-	if err := args.Name("members", group); err != nil {
-		return backends.GroupView{}, err
-	}
-	var v backends.GroupView
-	err := c.s.call(ctx, mMembers, func(now int64) error {
-		s := c.s
-		if _, err := c.live(mMembers); err != nil {
-			return err
-		}
-		gr := s.groups[group]
-		if gr == nil {
-			return nil
-		}
-		v.Partitions = gr.partitions
-		v.Members = make([]backends.SessionID, 0, len(gr.members))
-		for id := range gr.members {
-			v.Members = append(v.Members, id)
-		}
-		slices.Sort(v.Members)
-		v.Holders = make([]backends.SessionID, gr.partitions)
-		for i := range v.Holders {
-			if l := s.leases[backends.PartitionName(group, i)]; l != nil {
-				v.Holders[i] = l.holder.id
-			}
-		}
-		return nil
-	})
-	return v, err
-}
-
 // Close ends the session, releasing its leases and memberships (S4).
 func (c *session) Close(ctx context.Context) error {
 	return c.s.call(ctx, mClose, func(now int64) error {
@@ -268,20 +128,79 @@ func (c *session) Close(ctx context.Context) error {
 	})
 }
 
-// Watch calls fn, on the goroutine of the store call that noticed it and
-// after the store's mutex is released, each time name is released, its
-// holder's session is closed or found expired (expiry is noticed lazily, by
-// the next call to the store), or the store restarts; never for a release by
-// this session itself, which tells it nothing new. fn must return quickly;
-// calls of one watch never overlap. The returned stop waits for a call of fn in
-// progress on another goroutine, so fn must not call its own stop.
-func (c *session) Watch(name string, fn func()) (stop func()) {
-	return c.s.watches.AddFor(string(c.id), name, fn)
+func (s *Store) renewal(rec *sessionRec, now int64) backends.Renewal {
+	return backends.Renewal{
+		Remaining: time.Duration(rec.expiry - now),
+		StoreTime: storeTime(now),
+		Digest:    s.digest(rec),
+	}
 }
 
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
+// digest costs O(groups joined), never O(leases). Group epochs and the
+// session's own membership revision are store-wide revisions, so their
+// maximum grows whenever any of them changes.
+func (s *Store) digest(rec *sessionRec) backends.Digest {
+	g := rec.memberRev
+	for _, gr := range rec.groups {
+		g = max(g, gr.epoch)
 	}
-	return append([]byte{}, b...)
+	return backends.Digest{Leases: len(rec.owned), Version: rec.version, Groups: g}
+}
+
+// endSession ends a session that expired, was closed or was expired by a
+// fault: its leases are released, its memberships ended, watchers woken.
+// Called with mu held.
+func (s *Store) endSession(rec *sessionRec) {
+	for name := range rec.owned {
+		s.dropLease(rec.id, name)
+	}
+	rec.owned = nil
+	for name, gr := range rec.groups {
+		s.leaveGroup(rec, name, gr)
+	}
+	delete(s.sessions, rec.id)
+	heap.Remove(&s.expiries, rec.index)
+}
+
+// sessionRec is the store's record of a session.
+type sessionRec struct {
+	id        backends.SessionID
+	identity  string
+	ttl       time.Duration
+	expiry    int64 // store nanoseconds
+	index     int   // in Store.expiries
+	owned     map[string]backends.Token
+	version   uint64 // Digest.Version
+	memberRev uint64 // revision of the session's last leave
+	groups    map[string]*groupRec
+}
+
+// expiryHeap is a min-heap of sessions by expiry, so that reaping costs
+// O(log n) per expired session and O(1) when none expired.
+type expiryHeap []*sessionRec
+
+func (h expiryHeap) Len() int { return len(h) }
+
+func (h expiryHeap) Less(i, j int) bool { return h[i].expiry < h[j].expiry }
+
+func (h expiryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+
+func (h *expiryHeap) Push(x any) {
+	rec := x.(*sessionRec)
+	rec.index = len(*h)
+	*h = append(*h, rec)
+}
+
+func (h *expiryHeap) Pop() any {
+	old := *h
+	n := len(old)
+	rec := old[n-1]
+	old[n-1] = nil
+	*h = old[:n-1]
+	rec.index = -1
+	return rec
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/internal/check"
-	"github.com/simba-go/simba/backends/internal/sessionid"
+	"github.com/simba-go/simba/backends/internal/guardlog"
 	"github.com/simba-go/simba/backends/internal/watch"
 )
 
@@ -71,7 +71,7 @@ type Backend struct {
 
 	listenerPID atomic.Uint32 // backend pid of the current LISTEN connection, for tests
 
-	guardLogged atomic.Int64 // Unix µs of the end of the last guard logged
+	guardLog guardlog.Log // the amnesia guard's warnings, one per guard
 }
 
 var (
@@ -229,33 +229,6 @@ func (b *Backend) Channel() string { return b.channel }
 // also its amnesia guard's lock-delay.
 func (b *Backend) MaxLease() time.Duration { return b.maxLease }
 
-// OpenSession opens a session that PostgreSQL expires opts.TTL after its last
-// renewal, measured by the database's clock, with opts.Identity recorded. A
-// TTL longer than MaxLease is clamped to it; the reply says what was granted.
-// A TTL below a microsecond or an invalid identity is an error. Sessions open
-// during the amnesia guard; only grants wait.
-func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
-	if err := args.Session(opts, time.Microsecond); err != nil {
-		return nil, backends.Renewal{}, err
-	}
-	ttl := min(opts.TTL, b.maxLease).Truncate(time.Microsecond)
-	s := &session{b: b, id: string(sessionid.New())}
-	var (
-		status string
-		r      renewalRow
-	)
-	err := b.call(ctx, "open session", "", func(q querier) error {
-		return q.QueryRow(ctx, b.sql.open, s.id, ttl, opts.Identity, b.notify).Scan(&status, &r.ttlUS, &r.storeTime, &r.leases, &r.version, &r.groups)
-	})
-	if err != nil {
-		return nil, backends.Renewal{}, err
-	}
-	if status != "OK" {
-		return nil, backends.Renewal{}, b.unexpected("open session", status)
-	}
-	return s, r.renewal(), nil
-}
-
 // StoreTime returns PostgreSQL's clock (clock_timestamp()), read in one round
 // trip.
 func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
@@ -270,23 +243,6 @@ func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	return t.UTC(), nil
-}
-
-// renewalRow is the reply of open_session and keep_alive.
-type renewalRow struct {
-	ttlUS     int64
-	storeTime time.Time
-	leases    int32
-	version   int64
-	groups    int64
-}
-
-func (r renewalRow) renewal() backends.Renewal {
-	return backends.Renewal{
-		Remaining: time.Duration(r.ttlUS) * time.Microsecond,
-		StoreTime: r.storeTime.UTC(),
-		Digest:    backends.Digest{Leases: int(r.leases), Version: uint64(r.version), Groups: uint64(r.groups)},
-	}
 }
 
 // statements are the backend's SQL, each one call of a function of its
@@ -332,16 +288,4 @@ func newStatements(schema string) statements {
 // unexpected reports a status a function should not return.
 func (b *Backend) unexpected(what, status string) error {
 	return fmt.Errorf("simbapg: %s: unexpected status %q from schema %s", what, status, b.schema)
-}
-
-// logGuard logs, once per guard period, that the amnesia guard refuses
-// grants.
-func (b *Backend) logGuard(wait time.Duration) {
-	end := time.Now().Add(wait).UnixMicro()
-	last := b.guardLogged.Load()
-	if end-last < int64(time.Second/time.Microsecond) || !b.guardLogged.CompareAndSwap(last, end) {
-		return
-	}
-	b.logger.Warn("simbapg: the schema is new (it may replace one that was lost); no lease is granted until every old holder's deadline has passed",
-		slog.String("schema", b.schema), slog.Duration("remaining", wait))
 }

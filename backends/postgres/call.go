@@ -119,3 +119,11 @@ func (b *Backend) errorf(what, name, format string, a ...any) error {
 	}
 	return fmt.Errorf("simbapg: "+op+": "+format, a...)
 }
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

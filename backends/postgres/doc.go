@@ -32,10 +32,15 @@
 // sslmode, pool_max_conns, …) and the backend's own parameters, which it
 // removes before pgx sees the URL: simba_schema, simba_max_lease (a Go
 // duration), simba_migrate=false and simba_notifications=false (see the
-// constants [ParamSchema] and its siblings). It checks that PostgreSQL
-// answers and migrates the schema, and never shows the URL's credentials in
-// an error or a log line: the userinfo is taken to end at the URL's last "@",
-// so a password needs no escaping of "/", "#", "?" or "@". Package
+// constants [ParamSchema] and its siblings; any other simba_ parameter is
+// refused). It checks every part of the URL before it dials — the scheme,
+// in any case; a host; ports from 1 to 65535; the backend's parameters —
+// with errors that name the part and the form expected, then checks that
+// PostgreSQL answers and migrates the schema. It never shows the URL's
+// credentials in an error or a log line: the userinfo is taken to end at the
+// URL's last "@", so a password needs no escaping of "/", "#", "?" or "@".
+// Opened read-only (backendurl.OpenInspector, for status tools), it neither
+// creates nor migrates the schema and does not LISTEN. Package
 // backendurl opens postgres:// URLs with it, so every example and tool takes
 // one --backend setting.
 //
@@ -219,8 +224,10 @@
 // backup, replaced by a new cluster, the schema dropped by hand. A grant at
 // once would make two leaders. So the migration that creates the schema
 // records its creation, and no lease is granted until MaxLease after it
-// (Acquire fails with an error wrapping [backends.ErrRecovering] and
-// [backends.ErrLeaseHeld]): by then every old holder's local deadline has
+// (Acquire fails with a *[backends.RecoveringError], which matches
+// [backends.ErrRecovering] and [backends.ErrLeaseHeld] and says how long the
+// guard has left and how to shorten it; the backend logs it through its
+// logger once per guard period): by then every old holder's local deadline has
 // passed, since no session was granted more (§15, Chubby's
 // lock-delay). Sessions open meanwhile. A schema that vanishes under running
 // sessions ends them — their calls fail with [backends.ErrSessionExpired] —
@@ -231,6 +238,23 @@
 //
 // The tests cover a server whose data directory is wiped and initialised
 // again (initdb), and a schema dropped under running sessions.
+//
+// Why even a schema this backend creates, in a database where it never
+// existed, waits: it cannot prove that no earlier grant exists, because
+// "never existed" is not something a database can know of itself. A restore
+// of an older backup would bring an old schema back — but then the schema
+// exists, and the guard is for the cases where it does not: a schema dropped
+// by hand while its holders run on (their terms stay valid until their
+// local deadlines, whatever the database forgot), a backup from before the
+// schema existed, a fail-over to a standby that never received the schema,
+// or a connection string that now points at another, fresh server or
+// database. Each of these looks, from inside, exactly like a database where
+// the schema never was; none leaves a trace the backend could read (a
+// dropped schema leaves no catalogue entry; a server's start time bounds only
+// a restart, not a drop or another server). So the guard stays: MaxLease from
+// the schema's creation, the tight bound, since no session was granted more.
+// To shorten a first deployment's wait, give the schema the lease duration
+// the clients use (simba_max_lease=15s, or WithMaxLease), on every node.
 //
 // What the guard cannot cover:
 //
@@ -250,8 +274,9 @@
 //
 // A session that expired, was closed or was lost (its schema gone): an
 // error wrapping [backends.ErrSessionExpired]. A lease held: a
-// *[backends.HeldError], wrapping [backends.ErrLeaseHeld]; the guard:
-// wrapping [backends.ErrRecovering] and [backends.ErrLeaseHeld]. Network
+// *[backends.HeldError], wrapping [backends.ErrLeaseHeld]; the guard: a
+// *[backends.RecoveringError], matching [backends.ErrRecovering] and
+// [backends.ErrLeaseHeld]. Network
 // errors, timeouts and errors from PostgreSQL: wrapping both
 // [backends.ErrUnavailable] and pgx's error (a *pgconn.PgError carries the
 // SQLSTATE), and the context's error when it ended. A schema of another

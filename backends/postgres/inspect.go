@@ -3,6 +3,8 @@ package simbapg
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -120,4 +122,53 @@ func pages[T any](ctx context.Context, b *Backend, sql string, scan func(pgx.Row
 		}
 		after = last
 	}
+}
+
+// pgInspector lists a PostgreSQL schema read-only, opening the backend once
+// the schema exists.
+type pgInspector struct {
+	url    string
+	logger *slog.Logger
+
+	mu sync.Mutex
+	b  *Backend
+}
+
+func (p *pgInspector) open(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.b != nil {
+		return nil
+	}
+	b, err := Open(ctx, p.url, WithoutMigration(), WithNotifications(false), WithLogger(p.logger))
+	if err != nil {
+		return err
+	}
+	p.b = b
+	return nil
+}
+
+// OpenSession refuses: the backend is opened for listing only.
+func (p *pgInspector) OpenSession(context.Context, backends.SessionOptions) (backends.Session, backends.Renewal, error) {
+	return nil, backends.Renewal{}, errors.New("simbapg: open session: backend opened for listing only (backendurl.OpenInspector)")
+}
+
+// Inspect lists the schema, or nothing while it does not exist.
+func (p *pgInspector) Inspect(ctx context.Context) (backends.Inventory, error) {
+	if err := p.open(ctx); errors.Is(err, ErrNoSchema) {
+		return backends.Inventory{}, nil
+	} else if err != nil {
+		return backends.Inventory{}, err
+	}
+	return p.b.Inspect(ctx)
+}
+
+// Close closes the backend, if it was opened.
+func (p *pgInspector) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.b == nil {
+		return nil
+	}
+	return p.b.Close()
 }

@@ -164,3 +164,19 @@ func (s *subscription) Close() error {
 	defer cancel()
 	return s.conn.Close(ctx)
 }
+
+// Watch calls fn each time name may have become free: a release, a close or
+// a reaped expiry of its holder's session notified on the schema's channel,
+// unless the holder was this session (it knows what it released), and —
+// since notifications sent meanwhile are lost — every time the backend's
+// LISTEN connection (re)connects. fn runs on the backend's listening
+// goroutine and must return quickly; calls of one watch never overlap. The
+// returned stop waits for a call of fn in progress, so fn must not call its
+// own stop. Under WithNotifications(false), fn is never called. The package
+// documentation describes the connection.
+func (s *session) Watch(name string, fn func()) (stop func()) {
+	if !s.b.notify {
+		return func() {}
+	}
+	return s.b.feed.Watch(s.id, name, fn)
+}

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -49,10 +49,13 @@ const (
 //	simba_migrate=false       do not create the schema (WithoutMigration)
 //	simba_notifications=false no LISTEN/NOTIFY (WithNotifications(false))
 //
-// Options given to Open take precedence over the URL's. Open checks that
+// Any other simba_ parameter is refused. Options given to Open take
+// precedence over the URL's. Open checks every part of the URL before it
+// dials — the scheme in any case, a host (in its authority, or as the host
+// parameter), ports from 1 to 65535, the backend's parameters — and its
+// errors name the part at fault and the form expected. It then checks that
 // PostgreSQL answers and migrates the schema (or checks it, under
-// WithoutMigration), so that a wrong URL or a missing privilege fails here. A
-// URL must name a host (in its authority, or as the host parameter).
+// WithoutMigration), so that a wrong URL or a missing privilege fails here.
 // Credentials in the URL never appear in an error or a log line, whatever
 // characters the password holds: the userinfo is taken to end at the URL's
 // last "@", and a "/", "#", "?" or "@" in it needs no escaping.
@@ -73,10 +76,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) 
 	if err != nil {
 		return nil, fmt.Errorf("simbapg: open %s: %w", shown, parseError(err))
 	}
-	b, err := build(pool, o)
+	b, err := build(pool, o) // the pool has dialled nothing yet
 	if err != nil {
 		pool.Close()
-		return nil, err
+		return nil, fmt.Errorf("simbapg: open %s: %w", shown, unprefixed{err})
 	}
 	b.ownsPool = true
 	if err := b.ensureSchema(ctx); err != nil {
@@ -100,6 +103,7 @@ func (u unprefixed) Unwrap() error { return u.err }
 func parseURL(raw string) (string, options, error) {
 	var o options
 	scheme, rest, ok := strings.Cut(raw, "://")
+	scheme = strings.ToLower(scheme) // pgx reads only the lower-case schemes
 	if !ok || (scheme != "postgres" && scheme != "postgresql") {
 		return "", o, errors.New("want a postgres:// or postgresql:// URL")
 	}
@@ -131,13 +135,16 @@ func parseURL(raw string) (string, options, error) {
 	if host == "" && values.Get("host") == "" {
 		return "", o, errors.New("it names no host; want postgres://user@host:port/database (or a host= parameter)")
 	}
+	if err := checkHosts(host, values.Get("port")); err != nil {
+		return "", o, err
+	}
 	if v, ok := take(values, ParamSchema); ok {
 		o.schema = &v
 	}
 	if v, ok := take(values, ParamMaxLease); ok {
 		d, err := time.ParseDuration(v)
-		if err != nil {
-			return "", o, fmt.Errorf("%s=%q: want a duration such as 60s", ParamMaxLease, v)
+		if err != nil || d < time.Millisecond {
+			return "", o, fmt.Errorf("%s=%q: want a duration of at least 1ms, such as 60s", ParamMaxLease, v)
 		}
 		o.maxLease = &d
 	}
@@ -153,11 +160,51 @@ func parseURL(raw string) (string, options, error) {
 			*p.to = &on
 		}
 	}
+	for _, key := range slices.Sorted(maps.Keys(values)) {
+		if strings.HasPrefix(key, "simba_") {
+			return "", o, fmt.Errorf("unknown option %s; want %s, %s, %s or %s", key, ParamSchema, ParamMaxLease, ParamMigrate, ParamNotifications)
+		}
+	}
 	out := scheme + "://" + base
 	if len(values) > 0 {
 		out += "?" + values.Encode()
 	}
 	return out, o, nil
+}
+
+// checkHosts checks the hosts of a URL's authority (host[:port], several
+// joined by ",") and its port= parameter: every port a number from 1 to
+// 65535. pgx would take a port out of range for a parse error that names
+// no part.
+func checkHosts(authority, portParam string) error {
+	for h := range strings.SplitSeq(authority, ",") {
+		if h == "" {
+			continue
+		}
+		port, hasPort := "", false
+		if strings.HasPrefix(h, "[") {
+			if end := strings.IndexByte(h, ']'); end >= 0 && strings.HasPrefix(h[end+1:], ":") {
+				port, hasPort = h[end+2:], true
+			}
+		} else if strings.Count(h, ":") == 1 {
+			_, port, hasPort = strings.Cut(h, ":")
+		}
+		if hasPort && !validPort(port) {
+			return fmt.Errorf("the URL does not parse: port %q of host %q; want a number from 1 to 65535", port, h)
+		}
+	}
+	for p := range strings.SplitSeq(portParam, ",") {
+		if portParam != "" && !validPort(p) {
+			return fmt.Errorf("port=%q: want a number from 1 to 65535 (several joined by ,)", portParam)
+		}
+	}
+	return nil
+}
+
+// validPort reports whether p is a port number, 1 to 65535.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && 1 <= n && n <= 65535 && strings.TrimLeft(p, "0123456789") == ""
 }
 
 // escapeUserinfo percent-encodes the characters that end a URL's userinfo
@@ -238,53 +285,4 @@ func openURL(ctx context.Context, rawURL string, o backendurl.Options) (backends
 		return nil, nil, err // Open redacts the URL itself
 	}
 	return b, b, nil
-}
-
-// pgInspector lists a PostgreSQL schema read-only, opening the backend once
-// the schema exists.
-type pgInspector struct {
-	url    string
-	logger *slog.Logger
-
-	mu sync.Mutex
-	b  *Backend
-}
-
-func (p *pgInspector) open(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.b != nil {
-		return nil
-	}
-	b, err := Open(ctx, p.url, WithoutMigration(), WithNotifications(false), WithLogger(p.logger))
-	if err != nil {
-		return err
-	}
-	p.b = b
-	return nil
-}
-
-// OpenSession refuses: the backend is opened for listing only.
-func (p *pgInspector) OpenSession(context.Context, backends.SessionOptions) (backends.Session, backends.Renewal, error) {
-	return nil, backends.Renewal{}, errors.New("simbapg: open session: backend opened for listing only (backendurl.OpenInspector)")
-}
-
-// Inspect lists the schema, or nothing while it does not exist.
-func (p *pgInspector) Inspect(ctx context.Context) (backends.Inventory, error) {
-	if err := p.open(ctx); errors.Is(err, ErrNoSchema) {
-		return backends.Inventory{}, nil
-	} else if err != nil {
-		return backends.Inventory{}, err
-	}
-	return p.b.Inspect(ctx)
-}
-
-// Close closes the backend, if it was opened.
-func (p *pgInspector) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.b == nil {
-		return nil
-	}
-	return p.b.Close()
 }

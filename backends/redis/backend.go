@@ -16,7 +16,8 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/internal/check"
-	"github.com/simba-go/simba/backends/internal/sessionid"
+	"github.com/simba-go/simba/backends/internal/guardlog"
+	"github.com/simba-go/simba/backends/internal/storeerr"
 	"github.com/simba-go/simba/backends/internal/watch"
 )
 
@@ -64,7 +65,7 @@ type Backend struct {
 	armed     armed       // the scripts without INFO (armed.go)
 	node      string      // this backend's node id: its wake channel, and its place among a lease's waiters
 
-	guardLogged atomic.Int64 // Unix µs of the end of the last guard logged
+	guardLog guardlog.Log // the amnesia guard's warnings, one per guard
 
 	// The sweeps of closed sessions that held more than one close call
 	// releases, which go on after Close returned (see sweep); Close of the
@@ -254,27 +255,6 @@ func (b *Backend) Check(ctx context.Context) error {
 	return err
 }
 
-// OpenSession opens a session that Redis expires opts.TTL after its last
-// renewal, measured by Redis's clock, with opts.Identity recorded. A TTL
-// longer than MaxLease is clamped to it; the reply says what was granted. A
-// TTL below a microsecond or an invalid identity is an error. Sessions open
-// during the amnesia guard; only grants wait.
-func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
-	if err := args.Session(opts, time.Microsecond); err != nil {
-		return nil, backends.Renewal{}, err
-	}
-	if b.readOnly {
-		return nil, backends.Renewal{}, fmt.Errorf("simbaredis: open session: %w", ErrReadOnly)
-	}
-	ttl := min(opts.TTL, b.maxLease)
-	s := newSession(b, string(sessionid.New()))
-	r, err := b.run(ctx, scriptOpen, "open session", s.idArg, micros(ttl), opts.Identity)
-	if err != nil {
-		return nil, backends.Renewal{}, err
-	}
-	return s, renewal(r), nil
-}
-
 // StoreTime returns Redis's clock (TIME), read in one round trip.
 func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
 	if b.closed.Load() {
@@ -287,20 +267,6 @@ func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-// renewal decodes the reply of the open, keep-alive and owned scripts:
-// status, remaining (µs), now (µs), leases, version, groups.
-func renewal(r reply) backends.Renewal {
-	return backends.Renewal{
-		Remaining: fromMicros(r.int(1)),
-		StoreTime: storeTime(r.int(2)),
-		Digest:    digest(r),
-	}
-}
-
-func digest(r reply) backends.Digest {
-	return backends.Digest{Leases: int(r.int(3)), Version: uint64(r.int(4)), Groups: uint64(r.int(5))}
-}
-
 // randomNode returns a node id for a backend: 64 random bits in hex.
 func randomNode() string {
 	var id [8]byte
@@ -308,34 +274,19 @@ func randomNode() string {
 	return hex.EncodeToString(id[:])
 }
 
-// sweepCallTimeout bounds each call of a sweep.
-const sweepCallTimeout = 5 * time.Second
-
-// sweep goes on releasing what the closed session id still has on record,
-// reapBudget leases and memberships per call, on a goroutine of the
-// backend's, until none is left, a call fails (other sessions' renewals then
-// reap the rest), or the backend is closed.
-func (b *Backend) sweep(id any) {
-	b.sweepMu.Lock()
-	defer b.sweepMu.Unlock()
-	if b.closed.Load() {
-		return
-	}
-	b.sweeps.Add(1)
-	go func() {
-		defer b.sweeps.Done()
-		for b.sweepCtx.Err() == nil {
-			ctx, cancel := context.WithTimeout(b.sweepCtx, sweepCallTimeout)
-			r, err := b.run(ctx, scriptClose, "close", id)
-			cancel()
-			if err != nil {
-				b.logger.Debug("simbaredis: sweeping a closed session stopped; other sessions' renewals reap the rest",
-					slog.String("prefix", b.prefix), slog.Any("err", err))
-				return
-			}
-			if r.status() != "MORE" {
-				return
-			}
-		}
-	}()
+// unexpected reports a status a script should not return.
+func (b *Backend) unexpected(what string, r reply) error {
+	return fmt.Errorf("simbaredis: %s: unexpected reply %v", what, []any(r))
 }
+
+// unavailable wraps a driver error, which means the store could not be
+// reached, did not answer in time, or refused to serve (an error reply).
+func (b *Backend) unavailable(ctx context.Context, what string, err error) error {
+	return storeerr.Unavailable(ctx, "simbaredis", what, err)
+}
+
+func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
+
+func fromMicros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+func storeTime(us int64) time.Time { return time.UnixMicro(us).UTC() }

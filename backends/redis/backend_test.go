@@ -311,8 +311,8 @@ func TestOpenURLOptions(t *testing.T) {
 	for _, raw := range []string{
 		"redis://",
 		"redis:///0",
-		"redis://:pa/ss@" + addr + "/0",
-		"redis://user:pa#ss@" + addr + "/0",
+		"redis://:pa/ss@127.0.0.1:1/0",
+		"redis://user:pa#ss@127.0.0.1:1/0",
 		"redis://:pa@ss@/0",
 		"redis://" + addr + "/0?simba_max_lease=soon&password=pa55",
 	} {

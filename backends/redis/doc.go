@@ -29,10 +29,14 @@
 //	b, err := simbaredis.Open(ctx, "redis://:password@10.0.0.7:6379/0")
 //
 // [Open] takes what go-redis's redis.ParseURL takes (redis://, rediss:// for
-// TLS, unix://, and its query options), checks that Redis answers and that
-// the namespace fits, and never shows the URL's credentials in an error or a
-// log line. For Redis Cluster or Sentinel, build the client
-// (redis.NewClusterClient, redis.NewFailoverClient) and use [New].
+// TLS, unix://, and its query options, the scheme in any case), checks every
+// part of the URL before it dials — the port, the database number, the
+// host, the backend's own options — with errors that name the part and the
+// form expected, then checks that Redis answers and that the namespace fits.
+// The URL's userinfo ends at its last "@", so a password may hold any
+// character; no error or log line shows a byte of it. For Redis Cluster or
+// Sentinel, build the client (redis.NewClusterClient,
+// redis.NewFailoverClient) and use [New].
 //
 // Every call takes a context whose deadline bounds it (D2). go-redis
 // honours deadlines only with ContextTimeoutEnabled; [New] refuses a
@@ -283,10 +287,39 @@
 //     that writes were lost. While any node of the namespace is alive, a
 //     keep-alive runs at least every RenewInterval, so this takes two
 //     fail-overs within one renewal interval.
+//   - A namespace created on a primary moments before a fail-over: if its
+//     meta hash had not reached the replica, the promoted replica finds the
+//     namespace empty and, if it has been up for longer than MaxLease,
+//     grants at once, though the old primary granted leases in it. This
+//     takes a fail-over within the replication lag after the namespace's
+//     first call.
 //   - A fail-over where the promoted replica's clock is behind the old
 //     primary's: tokens are taken from the clock, so they could go back by the
 //     difference. Keep the hosts' clocks in sync (§11); only fencing
 //     protects against a stepped clock.
+//
+// # Visible, and as short as Redis allows
+//
+// A refusal is a *[backends.RecoveringError]: it says why, how long grants
+// wait and until when on Redis's clock, and that a shorter maximum lease
+// ([WithMaxLease], simba_max_lease= in a URL) shortens the wait. The
+// backend logs it through its logger ([WithLogger], or the one
+// backendurl.Open hands it), at the Warn level, once per guard period rather
+// than once per refusal.
+//
+// The guard cannot be skipped for a namespace that seems new, because
+// nothing Redis holds proves that no earlier grant exists: an empty
+// namespace in a process whose run id no namespace records is exactly what a
+// restart without persistence leaves behind, and an older snapshot reloaded
+// later would hide a loss that happened after it. What bounds a loss of that
+// kind is the boot — a namespace lost in a restart was lost when the process
+// started — so the guard of an empty namespace ends MaxLease after Redis
+// booted, and on a Redis up for longer than that a new namespace grants at
+// once. A loss Redis notices later (another run id in the meta hash, a meta
+// hash gone while sessions remain) happened at the latest when it is
+// noticed, so that guard ends MaxLease after it. No proof is available for
+// less; MaxLease itself is the tight bound, the longest lease an old holder
+// can have been granted, and only a shorter [WithMaxLease] shortens it.
 //
 // # Redis versions
 //
@@ -299,7 +332,8 @@
 //
 // A session that expired, was closed or was lost: an error wrapping
 // [backends.ErrSessionExpired]. A lease held: wrapping [backends.ErrLeaseHeld];
-// the guard: wrapping [backends.ErrRecovering] too. Network errors, timeouts
+// the guard: a *[backends.RecoveringError], which matches
+// [backends.ErrRecovering] and [backends.ErrLeaseHeld]. Network errors, timeouts
 // and error replies from Redis: wrapping both [backends.ErrUnavailable] and
 // go-redis's error (or the context's). A namespace of another layout
 // version: wrapping [ErrLayout]. A closed backend: wrapping

@@ -109,4 +109,4 @@ func field(tag, x string) string { return tag + x }
 // The Lua counterpart of layout: the scripts get the namespace's base
 // ("{prefix}:") as an argument, P, and build keys and fields inline from the
 // tags above, through the placeholders of luaTags (scripts.go).
-var luaSessions = helper("local SESSIONS = P .. '" + tagSessions + "'\n")
+var luaSessions = helper(luaSource("lib/sessions.lua"))

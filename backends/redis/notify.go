@@ -60,3 +60,15 @@ func (s subscription) Receive(ctx context.Context, timeout time.Duration) (watch
 func (s subscription) Ping(ctx context.Context) (bool, error) { return false, s.ps.Ping(ctx) }
 
 func (s subscription) Close() error { return s.ps.Close() }
+
+// Watch calls fn each time name may have become free: a release, a close or
+// a reaped expiry of its holder's session published on the namespace's
+// channel, unless the holder was this session (it knows what it released),
+// and — since releases published meanwhile are lost — every time the
+// backend's subscription (re)connects. fn runs on the backend's subscription
+// goroutine and must return quickly; calls of one watch never overlap. The
+// returned stop waits for a call of fn in progress, so fn must not call its
+// own stop. The package documentation describes the subscription.
+func (s *session) Watch(name string, fn func()) (stop func()) {
+	return s.b.feed.Watch(s.id, name, fn)
+}

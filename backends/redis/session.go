@@ -10,7 +10,43 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/internal/sessionid"
 )
+
+// OpenSession opens a session that Redis expires opts.TTL after its last
+// renewal, measured by Redis's clock, with opts.Identity recorded. A TTL
+// longer than MaxLease is clamped to it; the reply says what was granted. A
+// TTL below a microsecond or an invalid identity is an error. Sessions open
+// during the amnesia guard; only grants wait.
+func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
+	if err := args.Session(opts, time.Microsecond); err != nil {
+		return nil, backends.Renewal{}, err
+	}
+	if b.readOnly {
+		return nil, backends.Renewal{}, fmt.Errorf("simbaredis: open session: %w", ErrReadOnly)
+	}
+	ttl := min(opts.TTL, b.maxLease)
+	s := newSession(b, string(sessionid.New()))
+	r, err := b.run(ctx, scriptOpen, "open session", s.idArg, micros(ttl), opts.Identity)
+	if err != nil {
+		return nil, backends.Renewal{}, err
+	}
+	return s, renewal(r), nil
+}
+
+// renewal decodes the reply of the open, keep-alive and owned scripts:
+// status, remaining (µs), now (µs), leases, version, groups.
+func renewal(r reply) backends.Renewal {
+	return backends.Renewal{
+		Remaining: fromMicros(r.int(1)),
+		StoreTime: storeTime(r.int(2)),
+		Digest:    digest(r),
+	}
+}
+
+func digest(r reply) backends.Digest {
+	return backends.Digest{Leases: int(r.int(3)), Version: uint64(r.int(4)), Groups: uint64(r.int(5))}
+}
 
 // session is a client's handle on a session in Redis. It holds only the id:
 // every call is a script that checks, by Redis's clock, that the session is
@@ -89,176 +125,6 @@ func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 	return held, d, nil
 }
 
-func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, error) {
-	if err := args.Name("acquire", name); err != nil {
-		return backends.Grant{}, err
-	}
-	var r reply
-	var err error
-	if g, i, ok := backends.SplitPartition(name); ok {
-		r, err = s.b.run(ctx, scriptAcquire, "acquire", s.idArg, name, s.b.node, g, i)
-	} else {
-		r, err = s.b.run(ctx, scriptAcquire, "acquire", s.idArg, name, s.b.node)
-	}
-	if err != nil {
-		return backends.Grant{}, err
-	}
-	switch r.status() {
-	case "OK":
-		tok := r.int(1)
-		if tok <= 0 {
-			return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: token %q from Redis", name, r.str(1))
-		}
-		g := backends.Grant{Token: backends.Token(tok), Digest: backends.Digest{Leases: int(r.int(2)), Version: uint64(r.int(3))}}
-		if len(r) > 4 {
-			if v, ok := r[4].(string); ok {
-				g.Value = []byte(v)
-			}
-		}
-		return g, nil
-	case "HELD":
-		return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: %w", name, &backends.HeldError{Name: name, Holder: holder(r)})
-	case "RECOVERING":
-		wait := fromMicros(r.int(1))
-		s.b.logGuard(wait)
-		return backends.Grant{}, fmt.Errorf("simbaredis: acquire %q: Redis lost its state (restart, older snapshot or "+
-			"fail-over): %w, no grants for another %v: %w", name, backends.ErrRecovering, wait.Round(time.Millisecond),
-			backends.ErrLeaseHeld)
-	}
-	return backends.Grant{}, s.b.unexpected("acquire", r)
-}
-
-func (s *session) Release(ctx context.Context, name string, token backends.Token) (backends.Digest, error) {
-	if err := args.Name("release", name); err != nil {
-		return backends.Digest{}, err
-	}
-	var r reply
-	var err error
-	if g, i, ok := backends.SplitPartition(name); ok {
-		r, err = s.b.run(ctx, scriptRelease, "release", s.idArg, name, int64(token), g, i)
-	} else {
-		r, err = s.b.run(ctx, scriptRelease, "release", s.idArg, name, int64(token))
-	}
-	if err != nil {
-		return backends.Digest{}, err
-	}
-	if r.status() != "OK" {
-		return backends.Digest{}, s.b.unexpected("release", r)
-	}
-	return backends.Digest{Leases: int(r.int(1)), Version: uint64(r.int(2))}, nil
-}
-
-func (s *session) Holder(ctx context.Context, name string) (backends.Holder, error) {
-	if err := args.Name("holder", name); err != nil {
-		return backends.Holder{}, err
-	}
-	r, err := s.b.run(ctx, scriptHolder, "holder", s.idArg, name, s.b.node, s.b.maxLeaseArg)
-	if err != nil {
-		return backends.Holder{}, err
-	}
-	if r.status() != "OK" {
-		return backends.Holder{}, s.b.unexpected("holder", r)
-	}
-	if len(r) < 5 {
-		return backends.Holder{}, nil
-	}
-	return holder(r), nil
-}
-
-// holder decodes the holder in elements 1 to 4 of a reply (see luaHolder).
-func holder(r reply) backends.Holder {
-	return backends.Holder{
-		Session:   backends.SessionID(r.str(1)),
-		Token:     backends.Token(r.int(2)),
-		Remaining: fromMicros(r.int(3)),
-		Identity:  r.str(4),
-	}
-}
-
-func (s *session) PutValue(ctx context.Context, name string, token backends.Token, value []byte) error {
-	if err := args.Value("put value", name, value); err != nil {
-		return err
-	}
-	r, err := s.b.run(ctx, scriptPutValue, "put value", s.idArg, name, int64(token), value)
-	if err != nil {
-		return err
-	}
-	switch r.status() {
-	case "OK":
-		return nil
-	case "NOTHOLDER":
-		return fmt.Errorf("simbaredis: put value %q with token %d: %w", name, token, backends.ErrNotHolder)
-	}
-	return s.b.unexpected("put value", r)
-}
-
-func (s *session) Join(ctx context.Context, group string, partitions int) error {
-	if err := args.Group("join", group, partitions); err != nil {
-		return err
-	}
-	r, err := s.b.run(ctx, scriptJoin, "join", s.idArg, group, partitions)
-	if err != nil {
-		return err
-	}
-	switch r.status() {
-	case "OK":
-		return nil
-	case "MISMATCH":
-		return fmt.Errorf("simbaredis: join %q with %d partitions, its members have %d: %w",
-			group, partitions, r.int(1), backends.ErrGroupMismatch)
-	}
-	return s.b.unexpected("join", r)
-}
-
-func (s *session) Leave(ctx context.Context, group string) error {
-	if err := args.Name("leave", group); err != nil {
-		return err
-	}
-	r, err := s.b.run(ctx, scriptLeave, "leave", s.idArg, group)
-	if err != nil {
-		return err
-	}
-	if r.status() != "OK" {
-		return s.b.unexpected("leave", r)
-	}
-	return nil
-}
-
-func (s *session) Members(ctx context.Context, group string) (backends.GroupView, error) {
-	if err := args.Name("members", group); err != nil {
-		return backends.GroupView{}, err
-	}
-	r, err := s.b.run(ctx, scriptMembers, "members", s.idArg, group)
-	if err != nil {
-		return backends.GroupView{}, err
-	}
-	if r.status() != "OK" {
-		return backends.GroupView{}, s.b.unexpected("members", r)
-	}
-	var v backends.GroupView
-	v.Partitions = int(r.int(1))
-	if v.Partitions == 0 {
-		return v, nil
-	}
-	members := r.list(2)
-	v.Members = make([]backends.SessionID, 0, len(members))
-	for _, m := range members {
-		id, _ := m.(string)
-		v.Members = append(v.Members, backends.SessionID(id))
-	}
-	slices.Sort(v.Members)
-	v.Holders = make([]backends.SessionID, v.Partitions)
-	flat := r.list(3)
-	for i := 0; i+1 < len(flat); i += 2 {
-		idx, _ := flat[i].(string)
-		id, _ := flat[i+1].(string)
-		if n, err := strconv.Atoi(idx); err == nil && 0 <= n && n < v.Partitions {
-			v.Holders[n] = backends.SessionID(id)
-		}
-	}
-	return v, nil
-}
-
 // Close ends the session in its one call: from then on, what it holds is
 // free to others. The call releases up to reapBudget leases and memberships,
 // waking their watchers, so that it never blocks Redis for long; a session
@@ -280,31 +146,34 @@ func (s *session) Close(ctx context.Context) error {
 	return s.b.unexpected("close", r)
 }
 
-// Watch calls fn each time name may have become free: a release, a close or
-// a reaped expiry of its holder's session published on the namespace's
-// channel, unless the holder was this session (it knows what it released),
-// and — since releases published meanwhile are lost — every time the
-// backend's subscription (re)connects. fn runs on the backend's subscription
-// goroutine and must return quickly; calls of one watch never overlap. The
-// returned stop waits for a call of fn in progress, so fn must not call its
-// own stop. The package documentation describes the subscription.
-func (s *session) Watch(name string, fn func()) (stop func()) {
-	return s.b.feed.Watch(s.id, name, fn)
-}
+// sweepCallTimeout bounds each call of a sweep.
+const sweepCallTimeout = 5 * time.Second
 
-// unexpected reports a status a script should not return.
-func (b *Backend) unexpected(what string, r reply) error {
-	return fmt.Errorf("simbaredis: %s: unexpected reply %v", what, []any(r))
-}
-
-// logGuard logs, once per guard period, that the amnesia guard refuses
-// grants.
-func (b *Backend) logGuard(wait time.Duration) {
-	end := time.Now().Add(wait).UnixMicro()
-	last := b.guardLogged.Load()
-	if end-last < micros(time.Second) || !b.guardLogged.CompareAndSwap(last, end) {
+// sweep goes on releasing what the closed session id still has on record,
+// reapBudget leases and memberships per call, on a goroutine of the
+// backend's, until none is left, a call fails (other sessions' renewals then
+// reap the rest), or the backend is closed.
+func (b *Backend) sweep(id any) {
+	b.sweepMu.Lock()
+	defer b.sweepMu.Unlock()
+	if b.closed.Load() {
 		return
 	}
-	b.logger.Warn("simbaredis: Redis lost its state (restart, older snapshot or fail-over); no lease is granted until every old holder's deadline has passed",
-		slog.String("prefix", b.prefix), slog.Duration("remaining", wait))
+	b.sweeps.Add(1)
+	go func() {
+		defer b.sweeps.Done()
+		for b.sweepCtx.Err() == nil {
+			ctx, cancel := context.WithTimeout(b.sweepCtx, sweepCallTimeout)
+			r, err := b.run(ctx, scriptClose, "close", id)
+			cancel()
+			if err != nil {
+				b.logger.Debug("simbaredis: sweeping a closed session stopped; other sessions' renewals reap the rest",
+					slog.String("prefix", b.prefix), slog.Any("err", err))
+				return
+			}
+			if r.status() != "MORE" {
+				return
+			}
+		}
+	}()
 }

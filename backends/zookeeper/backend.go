@@ -16,6 +16,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/internal/check"
+	"github.com/simba-go/simba/backends/internal/guardlog"
 	"github.com/simba-go/simba/backends/internal/storeerr"
 )
 
@@ -32,10 +33,6 @@ const DefaultMaxLease = 60 * time.Second
 // [WithTickTime] says otherwise: the tickTime of ZooKeeper's sample
 // configuration.
 const DefaultTickTime = 2 * time.Second
-
-// layoutVersion is written in the root node; a root written by another
-// version is refused with ErrLayout.
-const layoutVersion = "simbazk 1"
 
 // args checks the arguments of the backend's operations.
 var args = check.For("simbazk")
@@ -69,6 +66,7 @@ type Backend struct {
 	digest   string   // "user:password", or ""
 	acl      []zk.ACL // of every node the backend creates
 	zlog     zk.Logger
+	readOnly bool // WithReadOnly: Inspect only, writing nothing
 
 	closed   atomic.Bool
 	mu       sync.Mutex
@@ -76,7 +74,8 @@ type Backend struct {
 	gen      generation // the root's generation, as last read
 	admin    *adminConn
 
-	highest atomic.Int64 // the highest token seen, the floor of a new root
+	highest  atomic.Int64 // the highest token seen, the floor of a new root
+	guardLog guardlog.Log // the amnesia guard's warnings, one per guard
 }
 
 var (
@@ -99,6 +98,7 @@ type options struct {
 	user     string
 	password string
 	digest   bool
+	readOnly bool
 }
 
 // WithRoot sets the root path under which the backend keeps every node
@@ -159,6 +159,17 @@ func WithDigest(user, password string) Option {
 	return func(o *options) { o.user, o.password, o.digest = user, password, true }
 }
 
+// WithReadOnly makes a backend that only lists the root ([Backend.Inspect]),
+// for status tools: it writes nothing to ZooKeeper — no root, no clock node;
+// a root that does not exist lists as empty — and OpenSession and StoreTime
+// fail with [ErrReadOnly]. Its Inspect reports no store time: ZooKeeper's
+// clock can be read only through a write.
+func WithReadOnly() Option { return func(o *options) { o.readOnly = true } }
+
+// ErrReadOnly reports a session or a store time asked of a backend made with
+// [WithReadOnly].
+var ErrReadOnly = errors.New("simbazk: backend opened read-only")
+
 // New returns a backend for the ZooKeeper servers (host:port each; one
 // ensemble). It makes no connection: each session connects on its own, and
 // the backend connects for [Backend.StoreTime] and [Backend.Inspect] when
@@ -211,6 +222,7 @@ func New(servers []string, opts ...Option) (*Backend, error) {
 		logger:   o.logger,
 		acl:      zk.WorldACL(zk.PermAll),
 		zlog:     zkLogger{o.logger},
+		readOnly: o.readOnly,
 		sessions: make(map[*session]struct{}),
 	}
 	if o.digest {
@@ -358,125 +370,32 @@ func (z zkLogger) Printf(format string, a ...any) {
 	z.l.Debug("simbazk: go-zookeeper: " + fmt.Sprintf(format, a...))
 }
 
-// generation is what a session needs from the root node: the root's
-// creation zxid (which identifies it: a root deleted and created again is
-// another generation), the token base and the amnesia guard's end.
-type generation struct {
-	czxid    int64
-	ctime    int64     // ms: with czxid, tells a root created again after a loss from the one before
-	base     int64     // tokens are base + czxid
-	guardEnd time.Time // on the store's clock: no grants before
-}
-
-// rootData is the root node's data: the layout version, the guard and the
-// token floor its creator chose.
-func rootData(guard time.Duration, floor int64) []byte {
-	return fmt.Appendf(nil, "%s\nguard=%d\nfloor=%d\n", layoutVersion, guard.Milliseconds(), floor)
-}
-
-// parseGeneration reads a root node's data and Stat.
-func (b *Backend) parseGeneration(data []byte, st *zk.Stat) (generation, error) {
-	lines := strings.Split(string(data), "\n")
-	if len(lines) == 0 || lines[0] != layoutVersion {
-		first := lines[0]
-		if len(first) > 40 {
-			first = first[:40] + "…"
-		}
-		return generation{}, fmt.Errorf("simbazk: root %s holds %q, not this package's layout %q: %w",
-			b.root, first, layoutVersion, ErrLayout)
+// StoreTime returns the store's clock: the mtime of a write of the root's
+// clock node, which the leader stamps (one round trip, on the backend's own
+// connection; B5: ZooKeeper's clock has milliseconds, and it is the
+// leader's, so it may step when the leader changes).
+func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
+	const op = "store time"
+	if b.readOnly {
+		return time.Time{}, fmt.Errorf("simbazk: %s: %w", op, ErrReadOnly)
 	}
-	var guard, floor int64
-	for _, l := range lines[1:] {
-		k, v, _ := strings.Cut(l, "=")
-		n, _ := strconv.ParseInt(v, 10, 64)
-		switch k {
-		case "guard":
-			guard = n
-		case "floor":
-			floor = n
-		}
-	}
-	g := generation{czxid: st.Czxid, ctime: st.Ctime}
-	// Tokens: the root's creation time in nanoseconds of the store's clock,
-	// or the floor its creator knew, plus the lease node's czxid.
-	g.base = max(st.Ctime*int64(time.Millisecond), floor)
-	wait := max(time.Duration(guard)*time.Millisecond, b.maxLease)
-	g.guardEnd = time.UnixMilli(st.Ctime).Add(wait)
-	return g, nil
-}
-
-// ensureLayout creates the root, its parents and its children where
-// missing, on conn. The root and its children are created in one multi, so
-// that a root exists only with its layout; its data records the guard and
-// the token floor (the highest token this process has seen, in case the
-// store lost a root it knew).
-func (b *Backend) ensureLayout(conn *zk.Conn) error {
-	p := b.paths
-	for i := 1; i < len(b.root); i++ {
-		if b.root[i] == '/' {
-			if _, err := conn.Create(b.root[:i], nil, zk.FlagPersistent, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-				return err
-			}
-		}
-	}
-	_, err := conn.Multi(
-		&zk.CreateRequest{Path: b.root, Data: rootData(b.maxLease, b.highest.Load()+1), Acl: b.acl, Flags: zk.FlagPersistent},
-		&zk.CreateRequest{Path: p.sessions(), Acl: b.acl, Flags: zk.FlagPersistent},
-		&zk.CreateRequest{Path: p.leases(), Acl: b.acl, Flags: zk.FlagPersistent},
-		&zk.CreateRequest{Path: p.values(), Acl: b.acl, Flags: zk.FlagPersistent},
-		&zk.CreateRequest{Path: p.groups(), Acl: b.acl, Flags: zk.FlagPersistent},
-		&zk.CreateRequest{Path: p.clock(), Acl: b.acl, Flags: zk.FlagPersistent},
-	)
-	if err == nil {
-		b.logger.Warn("simbazk: created the root; no lease is granted until the amnesia guard has passed, in case it replaces a root ZooKeeper lost",
-			slog.String("root", b.root), slog.Duration("guard", b.maxLease))
-		return nil
-	}
-	if !errors.Is(err, zk.ErrNodeExists) {
+	var st *zk.Stat
+	write := func(c *zk.Conn) error {
+		var err error
+		st, err = c.Set(b.paths.clock(), nil, -1)
 		return err
 	}
-	// The root exists: create any child someone deleted.
-	for _, path := range []string{p.sessions(), p.leases(), p.values(), p.groups(), p.clock()} {
-		if _, err := conn.Create(path, nil, zk.FlagPersistent, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return err
-		}
+	err := b.adminDo(ctx, op, write)
+	if errors.Is(err, zk.ErrNoNode) {
+		err = b.adminDo(ctx, op, func(c *zk.Conn) error {
+			if err := b.ensureLayout(c); err != nil {
+				return err
+			}
+			return write(c)
+		})
 	}
-	return nil
-}
-
-// generationOf returns the generation of the root whose clock node has the
-// Stat clock (created with the root, so with its czxid and ctime), reading
-// the root on conn unless the cached one matches.
-func (b *Backend) generationOf(conn *zk.Conn, clock *zk.Stat) (generation, error) {
-	b.mu.Lock()
-	g := b.gen
-	b.mu.Unlock()
-	if g.czxid == clock.Czxid && g.ctime == clock.Ctime && clock.Czxid != 0 {
-		return g, nil
-	}
-	data, st, err := conn.Get(b.root)
 	if err != nil {
-		return generation{}, err
+		return time.Time{}, b.adminErr(ctx, op, err)
 	}
-	g, err = b.parseGeneration(data, st)
-	if err != nil {
-		return generation{}, err
-	}
-	if g.czxid != clock.Czxid {
-		return generation{}, fmt.Errorf("the root %s was created again while a session opened; try again", b.root)
-	}
-	b.mu.Lock()
-	b.gen = g
-	b.mu.Unlock()
-	return g, nil
-}
-
-// noteToken raises the highest token seen.
-func (b *Backend) noteToken(t int64) {
-	for {
-		h := b.highest.Load()
-		if t <= h || b.highest.CompareAndSwap(h, t) {
-			return
-		}
-	}
+	return time.UnixMilli(st.Mtime).UTC(), nil
 }

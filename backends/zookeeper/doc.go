@@ -35,8 +35,13 @@
 // root, default [DefaultRoot]), [WithTickTime] (see "Remaining time"),
 // [WithMaxLease] (the longest session asked for, and the amnesia guard),
 // [WithDigest] (digest authentication and ACLs), [WithDialer] and
-// [WithDialTimeout] (how servers are dialled), [WithLogger]. Credentials
-// never appear in an error or a log line.
+// [WithDialTimeout] (how servers are dialled), [WithLogger], and
+// [WithReadOnly] for status tools (backendurl.OpenInspector sets it): that
+// backend writes nothing — no root, no clock node — and lists a root that
+// does not exist as empty. Credentials never appear in an error or a log
+// line. [Open] checks every part of a URL before it dials (the scheme in
+// any case, each server's host and port, the options), with errors that
+// name the part and the form expected.
 //
 // # Nodes
 //
@@ -198,9 +203,11 @@
 // session, while clients may still believe they hold leases until their
 // local deadlines. The backend cannot tell a root created anew after such a
 // loss from a new one, so after creating a root it grants no lease for
-// MaxLease on the store's clock (Acquire fails with an error wrapping
-// [backends.ErrRecovering] and [backends.ErrLeaseHeld]; sessions open
-// meanwhile): every old holder's deadline has passed by then, since no
+// MaxLease on the store's clock (Acquire fails with a
+// *[backends.RecoveringError], which matches [backends.ErrRecovering] and
+// [backends.ErrLeaseHeld] and says until when on the store's clock and how
+// to shorten the wait; the backend logs it once per guard period; sessions
+// open meanwhile): every old holder's deadline has passed by then, since no
 // session of the root was asked for more. Tokens then come from the new
 // root's base: its creation time in nanoseconds, greater than every earlier
 // token as long as the leader's clock did not go back and the lost root's
@@ -211,6 +218,15 @@
 // created again has lost the session nodes, so the old sessions fail as
 // expired. The first start of a deployment therefore waits MaxLease before
 // its first term; set WithMaxLease to the longest lease your nodes use.
+//
+// A root this backend creates cannot prove that no earlier grant exists, so
+// the guard is not skipped for it: a root deleted by hand while its holders
+// run on, a data directory wiped and an ensemble started afresh, or a
+// connection string that now names another ensemble all look, from the new
+// root, like a path where nothing ever was; ZooKeeper keeps no trace of a
+// deleted node, and a server's start bounds only a restart. MaxLease from
+// the root's creation is the tight bound, since no session was asked for
+// more; a shorter WithMaxLease (simba_max_lease= in a URL) shortens it.
 //
 // # Release notifications
 //
@@ -227,7 +243,10 @@
 // # ACLs
 //
 // With [WithDigest], every connection authenticates with the digest scheme
-// and every node the backend creates has the ACL "digest user: all,
+// before it sends anything else — the backend sends no request on a new
+// connection before the credentials are accepted, and go-zookeeper sends
+// them first on every reconnection — and every node the backend creates has
+// the ACL "digest user: all,
 // anyone: read": only clients with the credentials can create, write or
 // delete the backend's nodes — ZooKeeper checks the delete right on the
 // parent, r/l, so no other client can delete a lease node and so take the
@@ -240,8 +259,10 @@
 //
 // A session that expired, was closed, closed itself (B2) or lost its node:
 // an error wrapping [backends.ErrSessionExpired]. A lease held: a
-// *[backends.HeldError]; the amnesia guard: wrapping
-// [backends.ErrRecovering] and [backends.ErrLeaseHeld]. Network failures,
+// *[backends.HeldError]; the amnesia guard: a *[backends.RecoveringError],
+// matching [backends.ErrRecovering] and [backends.ErrLeaseHeld]. A backend
+// opened read-only asked for a session or the store's time: [ErrReadOnly].
+// Network failures,
 // timeouts and ZooKeeper's other errors: wrapping [backends.ErrUnavailable]
 // and go-zookeeper's error (and the context's, if it ended); an ensemble
 // that cannot be reached names the servers and their dial errors. ACLs:

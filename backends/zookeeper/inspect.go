@@ -4,164 +4,14 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba/backends"
 )
-
-// adminTimeout is the session timeout of the backend's own connection.
-const adminTimeout = 10 * time.Second
-
-// adminConn is the backend's own connection, for StoreTime and Inspect: a
-// ZooKeeper session that holds nothing, opened when first needed and again
-// after it expired.
-type adminConn struct {
-	conn  *zk.Conn
-	w     *wire
-	ready chan struct{}
-	dead  chan struct{}
-	gone  chan struct{}
-	once  sync.Once
-	ronce sync.Once
-}
-
-func (a *adminConn) expire() {
-	a.once.Do(func() { close(a.dead); a.w.end(); go a.conn.Close() })
-}
-
-func (a *adminConn) close() {
-	a.expire()
-	select {
-	case <-a.gone:
-	case <-time.After(5 * time.Second):
-	}
-}
-
-// adminDo runs fn on the backend's own connection, bounded by ctx.
-func (b *Backend) adminDo(ctx context.Context, op string, fn func(c *zk.Conn) error) error {
-	if b.closed.Load() {
-		return b.closedErr(op, "")
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("simbazk: %s: %w", op, err)
-	}
-	b.mu.Lock()
-	a := b.admin
-	if a != nil {
-		select {
-		case <-a.dead:
-			a = nil
-		default:
-		}
-	}
-	if a == nil {
-		w := newWire(b.dial, b.servers, b.dialBound(adminTimeout), false)
-		a = &adminConn{w: w, ready: make(chan struct{}), dead: make(chan struct{}), gone: make(chan struct{})}
-		cb := func(ev zk.Event) {
-			if ev.Type != zk.EventSession {
-				return
-			}
-			switch ev.State {
-			case zk.StateHasSession:
-				a.ronce.Do(func() { close(a.ready) })
-			case zk.StateExpired:
-				a.expire()
-			}
-		}
-		conn, events, err := b.connect(adminTimeout, w, cb)
-		if err != nil {
-			b.mu.Unlock()
-			return fmt.Errorf("simbazk: %s: %w", op, err)
-		}
-		a.conn = conn
-		go func() {
-			for range events {
-			}
-			close(a.gone)
-		}()
-		if b.digest != "" {
-			go func() {
-				select {
-				case <-a.ready:
-					if err := conn.AddAuth("digest", []byte(b.digest)); err != nil {
-						b.logger.Warn("simbazk: authenticating the backend's own connection failed", "error", err)
-					}
-				case <-a.dead:
-				}
-			}()
-		}
-		b.admin = a
-	}
-	b.mu.Unlock()
-	select {
-	case <-a.ready:
-	case <-ctx.Done():
-		why := a.w.dialErrors()
-		if why == "" {
-			why = "no session established"
-		}
-		return b.unavailable(ctx, op, "", fmt.Errorf("no ZooKeeper server of %v answered in time (%s)", b.servers, why))
-	}
-	done := make(chan error, 1)
-	go func() { done <- fn(a.conn) }()
-	select {
-	case err := <-done:
-		if errors.Is(err, zk.ErrSessionExpired) {
-			a.expire()
-		}
-		return err
-	case <-ctx.Done():
-		return b.unavailable(ctx, op, "", errors.New("ZooKeeper did not answer in time"))
-	}
-}
-
-// adminErr turns an error of adminDo into the contract's errors.
-func (b *Backend) adminErr(ctx context.Context, op string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, backends.ErrClosed), errors.Is(err, backends.ErrUnavailable), errors.Is(err, ErrLayout),
-		ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return err
-	case errors.Is(err, zk.ErrNoAuth):
-		return fmt.Errorf("simbazk: %s: ZooKeeper refused it under %s (check WithDigest's credentials and the ACLs of the root's nodes): %w: %w",
-			op, b.root, ErrNotAuthorized, err)
-	}
-	return b.unavailable(ctx, op, "", err)
-}
-
-// StoreTime returns the store's clock: the mtime of a write of the root's
-// clock node, which the leader stamps (one round trip, on the backend's own
-// connection; B5: ZooKeeper's clock has milliseconds, and it is the
-// leader's, so it may step when the leader changes).
-func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
-	const op = "store time"
-	var st *zk.Stat
-	write := func(c *zk.Conn) error {
-		var err error
-		st, err = c.Set(b.paths.clock(), nil, -1)
-		return err
-	}
-	err := b.adminDo(ctx, op, write)
-	if errors.Is(err, zk.ErrNoNode) {
-		err = b.adminDo(ctx, op, func(c *zk.Conn) error {
-			if err := b.ensureLayout(c); err != nil {
-				return err
-			}
-			return write(c)
-		})
-	}
-	if err != nil {
-		return time.Time{}, b.adminErr(ctx, op, err)
-	}
-	return time.UnixMilli(st.Mtime).UTC(), nil
-}
 
 // inspectParallel bounds the reads Inspect has in flight at once.
 const inspectParallel = 64
@@ -171,18 +21,22 @@ const inspectParallel = 64
 // backend's own connection (at most 64 in flight): the session nodes and
 // their children, the lease and value nodes of the leases held, the group
 // nodes and their children. It changes nothing but the clock node (for
-// StoreTime). The lists are read close together, not as one snapshot.
-// Remaining is 0: ZooKeeper does not tell a session's time left.
+// StoreTime), and under [WithReadOnly] nothing at all: it then reports no
+// store time, and a root that does not exist lists as empty. The lists are
+// read close together, not as one snapshot. Remaining is 0: ZooKeeper does
+// not tell a session's time left.
 func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 	const op = "inspect"
 	var inv backends.Inventory
-	t, err := b.StoreTime(ctx)
-	if err != nil {
-		return inv, err
+	if !b.readOnly {
+		t, err := b.StoreTime(ctx)
+		if err != nil {
+			return inv, err
+		}
+		inv.StoreTime = t
 	}
-	inv.StoreTime = t
 	var gen generation
-	err = b.adminDo(ctx, op, func(c *zk.Conn) error {
+	err := b.adminDo(ctx, op, func(c *zk.Conn) error {
 		data, st, err := c.Get(b.root)
 		if err != nil {
 			return err
@@ -190,14 +44,17 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 		gen, err = b.parseGeneration(data, st)
 		return err
 	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return inv, nil // no root: nothing is held (read-only; otherwise StoreTime created it)
+	}
 	if err != nil {
 		return inv, b.adminErr(ctx, op, err)
 	}
 	var sids, groups []string
 	err = b.adminDo(ctx, op, func(c *zk.Conn) error {
 		return parallel(
-			func() error { var err error; sids, _, err = c.Children(b.paths.sessions()); return err },
-			func() error { var err error; groups, _, err = c.Children(b.paths.groups()); return err })
+			func() error { var err error; sids, _, err = c.Children(b.paths.sessions()); return absent(err) },
+			func() error { var err error; groups, _, err = c.Children(b.paths.groups()); return absent(err) })
 	})
 	if err != nil {
 		return inv, b.adminErr(ctx, op, err)
@@ -341,4 +198,13 @@ func bounded(n int, fn func(i int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// absent turns ZooKeeper's "no node" into no error: a node that is not
+// there holds nothing.
+func absent(err error) error {
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
 }

@@ -1,20 +1,16 @@
 package memory
 
 import (
-	"cmp"
-	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"math"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/internal/check"
-	"github.com/simba-go/simba/backends/internal/sessionid"
 	"github.com/simba-go/simba/backends/internal/watch"
 )
 
@@ -240,8 +236,9 @@ type release struct {
 }
 
 // call runs op as one round trip to the store: it counts the call, applies the
-// faults (unreachable, request latency), runs op under the store's mutex, then
-// applies the reply latency. A call whose context ends while it waits returns
+// faults (unreachable, request latency), runs op under the store's mutex
+// (after reaping the sessions that expired, except for Inspect, which
+// changes nothing), then applies the reply latency. A call whose context ends while it waits returns
 // an error wrapping the context's error (and ErrUnavailable if the request
 // never reached the store).
 func (s *Store) call(ctx context.Context, m method, op func(now int64) error) error {
@@ -261,7 +258,13 @@ func (s *Store) call(ctx context.Context, m method, op func(now int64) error) er
 	if err := sleep(ctx, req); err != nil {
 		return fmt.Errorf("memory: %s: request not delivered: %w: %w", m, backends.ErrUnavailable, err)
 	}
-	now := s.lock()
+	var now int64
+	if m == mInspect {
+		s.mu.Lock() // a listing reaps nothing: it changes no state
+		now = s.now()
+	} else {
+		now = s.lock()
+	}
 	err := op(now)
 	s.unlock()
 	if serr := sleep(ctx, reply); serr != nil {
@@ -286,76 +289,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// OpenSession opens a session that expires opts.TTL after its last renewal,
-// as measured by the store clock, with opts.Identity recorded. A TTL longer
-// than the store's MaxLease is clamped to it; the reply says what was
-// granted. A TTL ≤ 0 or an invalid identity is an error. Sessions may be
-// opened while the store is within its restart guard; only acquisitions
-// wait.
-func (s *Store) OpenSession(ctx context.Context, opts backends.SessionOptions) (backends.Session, backends.Renewal, error) {
-	if err := args.Session(opts, 0); err != nil {
-		return nil, backends.Renewal{}, err
-	}
-	ttl := min(opts.TTL, s.maxLease)
-	var (
-		sess *session
-		r    backends.Renewal
-	)
-	err := s.call(ctx, mOpenSession, func(now int64) error {
-		rec := &sessionRec{
-			id:       sessionid.New(),
-			identity: opts.Identity,
-			ttl:      ttl,
-			expiry:   now + int64(ttl),
-			owned:    make(map[string]backends.Token),
-		}
-		s.sessions[rec.id] = rec
-		heap.Push(&s.expiries, rec)
-		sess = &session{s: s, id: rec.id}
-		r = s.renewal(rec, now)
-		return nil
-	})
-	if err != nil {
-		return nil, backends.Renewal{}, err
-	}
-	return sess, r, nil
-}
-
-// Inspect lists the store's live sessions, held leases and groups
-// ([backends.Inspector]), read in one call under the store's mutex.
-func (s *Store) Inspect(ctx context.Context) (backends.Inventory, error) {
-	var inv backends.Inventory
-	err := s.call(ctx, mInspect, func(now int64) error {
-		inv.StoreTime = storeTime(now)
-		for _, rec := range s.sessions {
-			inv.Sessions = append(inv.Sessions, backends.SessionInfo{
-				ID: rec.id, Identity: rec.identity, Remaining: time.Duration(rec.expiry - now), Leases: len(rec.owned),
-			})
-		}
-		for name, l := range s.leases {
-			inv.Leases = append(inv.Leases, backends.LeaseInfo{
-				Name: name, Session: l.holder.id, Identity: l.holder.identity, Token: l.token, Value: clone(s.values[name]),
-			})
-		}
-		for name, g := range s.groups {
-			gi := backends.GroupInfo{Name: name, Partitions: g.partitions}
-			for id := range g.members {
-				gi.Members = append(gi.Members, id)
-			}
-			slices.Sort(gi.Members)
-			inv.Groups = append(inv.Groups, gi)
-		}
-		return nil
-	})
-	if err != nil {
-		return backends.Inventory{}, err
-	}
-	slices.SortFunc(inv.Sessions, func(a, b backends.SessionInfo) int { return cmp.Compare(a.ID, b.ID) })
-	slices.SortFunc(inv.Leases, func(a, b backends.LeaseInfo) int { return cmp.Compare(a.Name, b.Name) })
-	slices.SortFunc(inv.Groups, func(a, b backends.GroupInfo) int { return cmp.Compare(a.Name, b.Name) })
-	return inv, err
-}
-
 // StoreTime returns the store clock, read in one call.
 func (s *Store) StoreTime(ctx context.Context) (time.Time, error) {
 	var t time.Time
@@ -364,135 +297,4 @@ func (s *Store) StoreTime(ctx context.Context) (time.Time, error) {
 		return nil
 	})
 	return t, err
-}
-
-func (s *Store) renewal(rec *sessionRec, now int64) backends.Renewal {
-	return backends.Renewal{
-		Remaining: time.Duration(rec.expiry - now),
-		StoreTime: storeTime(now),
-		Digest:    s.digest(rec),
-	}
-}
-
-// digest costs O(groups joined), never O(leases). Group epochs and the
-// session's own membership revision are store-wide revisions, so their
-// maximum grows whenever any of them changes.
-func (s *Store) digest(rec *sessionRec) backends.Digest {
-	g := rec.memberRev
-	for _, gr := range rec.groups {
-		g = max(g, gr.epoch)
-	}
-	return backends.Digest{Leases: len(rec.owned), Version: rec.version, Groups: g}
-}
-
-// endSession ends a session that expired, was closed or was expired by a
-// fault: its leases are released, its memberships ended, watchers woken.
-// Called with mu held.
-func (s *Store) endSession(rec *sessionRec) {
-	for name := range rec.owned {
-		s.dropLease(rec.id, name)
-	}
-	rec.owned = nil
-	for name, gr := range rec.groups {
-		s.leaveGroup(rec, name, gr)
-	}
-	delete(s.sessions, rec.id)
-	heap.Remove(&s.expiries, rec.index)
-}
-
-// dropLease deletes the lease record of name (keeping its value), bumps the
-// epoch of a group it is a partition of, and wakes the watchers of sessions
-// other than its holder, from. The caller updates the holder's owned set.
-// Called with mu held.
-func (s *Store) dropLease(from backends.SessionID, name string) {
-	delete(s.leases, name)
-	s.touchPartition(name)
-	s.pending = append(s.pending, release{from, name})
-}
-
-// touchPartition bumps the epoch of the group whose partition name is, if
-// such a group has members. Called with mu held.
-func (s *Store) touchPartition(name string) {
-	g, i, ok := backends.SplitPartition(name)
-	if !ok {
-		return
-	}
-	if gr := s.groups[g]; gr != nil && i < gr.partitions {
-		gr.epoch = s.nextRev()
-	}
-}
-
-// leaveGroup ends rec's membership of group. Called with mu held.
-func (s *Store) leaveGroup(rec *sessionRec, name string, gr *groupRec) {
-	delete(gr.members, rec.id)
-	delete(rec.groups, name)
-	rec.memberRev = s.nextRev()
-	gr.epoch = s.nextRev()
-	if len(gr.members) == 0 {
-		delete(s.groups, name)
-	}
-}
-
-// sessionRec is the store's record of a session.
-type sessionRec struct {
-	id        backends.SessionID
-	identity  string
-	ttl       time.Duration
-	expiry    int64 // store nanoseconds
-	index     int   // in Store.expiries
-	owned     map[string]backends.Token
-	version   uint64 // Digest.Version
-	memberRev uint64 // revision of the session's last leave
-	groups    map[string]*groupRec
-}
-
-// leaseRec is the store's record of a held lease. Released leases have no
-// record; their values live on in Store.values.
-type leaseRec struct {
-	holder *sessionRec
-	token  backends.Token
-}
-
-// describe returns the lease's holder as of the store clock now. Called with
-// mu held.
-func (l *leaseRec) describe(now int64) backends.Holder {
-	return backends.Holder{
-		Session:   l.holder.id,
-		Identity:  l.holder.identity,
-		Token:     l.token,
-		Remaining: time.Duration(l.holder.expiry - now),
-	}
-}
-
-// groupRec is the store's record of a group with members.
-type groupRec struct {
-	partitions int
-	epoch      uint64
-	members    map[backends.SessionID]*sessionRec
-}
-
-// expiryHeap is a min-heap of sessions by expiry, so that reaping costs
-// O(log n) per expired session and O(1) when none expired.
-type expiryHeap []*sessionRec
-
-func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].expiry < h[j].expiry }
-func (h expiryHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
-}
-func (h *expiryHeap) Push(x any) {
-	rec := x.(*sessionRec)
-	rec.index = len(*h)
-	*h = append(*h, rec)
-}
-func (h *expiryHeap) Pop() any {
-	old := *h
-	n := len(old)
-	rec := old[n-1]
-	old[n-1] = nil
-	*h = old[:n-1]
-	rec.index = -1
-	return rec
 }
