@@ -1,0 +1,2 @@
+// Package simbamysql is the MySQL and MariaDB backend of Simba.
+package simbamysql
