@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -50,7 +51,13 @@ func newDB(t testing.TB, rawURL string, link *faultnet.Link) *sql.DB {
 	t.Helper()
 	cfg := driverCfg(t, rawURL)
 	if link != nil {
-		cfg.DialFunc = link.Dial
+		cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := link.Dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return closeWakes{c}, nil
+		}
 	}
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {
@@ -61,6 +68,17 @@ func newDB(t testing.TB, rawURL string, link *faultnet.Link) *sql.DB {
 	db.SetMaxIdleConns(8)
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// closeWakes is a faultnet connection whose Close ends a read or write
+// waiting in a blackhole, as closing a socket does: go-sql-driver ends a call
+// whose context ended by closing its connection (pgx sets a deadline, which
+// faultnet's waits watch).
+type closeWakes struct{ net.Conn }
+
+func (c closeWakes) Close() error {
+	c.Conn.SetDeadline(time.Unix(1, 0))
+	return c.Conn.Close()
 }
 
 // uniquePrefix returns a prefix no other test uses.

@@ -101,6 +101,13 @@ func (m *monitor) sample() {
 	}
 }
 
+// highest returns the highest token recorded for name.
+func (m *monitor) highest(name string) runtime.Token {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last[name]
+}
+
 // elections returns the number of terms recorded.
 func (m *monitor) elections() int {
 	m.mu.Lock()
