@@ -30,8 +30,9 @@ const (
 	errDBAccess        = 1044 // ER_DBACCESS_DENIED_ERROR
 )
 
-// maxAttempts bounds the runs of one statement (see retryable).
-const maxAttempts = 3
+// maxAttempts bounds the runs of one statement (see retryable): a
+// deadlock's victim under heavy contention may lose again.
+const maxAttempts = 5
 
 // statements are the backend's SQL, each one CALL of a procedure.
 type statements struct {

@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS simba_seq (
 ) ENGINE=InnoDB;
 
 CREATE TABLE IF NOT EXISTS simba_sessions (
-    id         CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
+    id         VARBINARY(32) NOT NULL PRIMARY KEY,
     identity   VARBINARY(256) NOT NULL,
     ttl_us     BIGINT NOT NULL,             -- the time to live granted
     expires_us BIGINT NOT NULL,             -- database clock, µs since the epoch; 0 once ended
@@ -60,14 +60,14 @@ CREATE TABLE IF NOT EXISTS simba_sessions (
 -- its value. rel (the database clock in microseconds) and released_by record
 -- the last release, for the poll of release notifications.
 CREATE TABLE IF NOT EXISTS simba_leases (
-    name        VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
-    session_id  CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
+    name        VARBINARY(128) NOT NULL PRIMARY KEY,
+    session_id  VARBINARY(32) NULL,
     token       BIGINT NOT NULL DEFAULT 0,
     value       VARBINARY(4096) NULL,
-    grp         VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NULL,
+    grp         VARBINARY(128) NULL,
     part        INT NULL,
     rel         BIGINT NOT NULL DEFAULT 0,
-    released_by CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
+    released_by VARBINARY(32) NULL,
     KEY simba_leases_holder (session_id),
     KEY simba_leases_partition (grp, part),
     KEY simba_leases_rel (rel)
@@ -75,14 +75,14 @@ CREATE TABLE IF NOT EXISTS simba_leases (
 
 -- A group exists while it has members.
 CREATE TABLE IF NOT EXISTS simba_groups (
-    name       VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
+    name       VARBINARY(128) NOT NULL PRIMARY KEY,
     partitions INT NOT NULL,
     epoch      BIGINT NOT NULL
 ) ENGINE=InnoDB;
 
 CREATE TABLE IF NOT EXISTS simba_members (
-    grp        VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-    session_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+    grp        VARBINARY(128) NOT NULL,
+    session_id VARBINARY(32) NOT NULL,
     PRIMARY KEY (grp, session_id),
     KEY simba_members_session (session_id)
 ) ENGINE=InnoDB;
@@ -102,7 +102,7 @@ DELIMITER //
 -- reduced by what was released; p_done says whether the session is gone.
 -- Locks: the session's leases, then the groups involved, then their members.
 DROP PROCEDURE IF EXISTS simba_end_session//
-CREATE PROCEDURE simba_end_session(IN p_id CHAR(32), INOUT p_budget INT, OUT p_done BOOLEAN)
+CREATE PROCEDURE simba_end_session(IN p_id VARBINARY(32), INOUT p_budget INT, OUT p_done BOOLEAN)
 MODIFIES SQL DATA
 BEGIN
     DECLARE v_rel, v_rev BIGINT;
@@ -145,7 +145,7 @@ DROP PROCEDURE IF EXISTS simba_reap//
 CREATE PROCEDURE simba_reap(IN p_now BIGINT)
 MODIFIES SQL DATA
 BEGIN
-    DECLARE v_id CHAR(32);
+    DECLARE v_id VARBINARY(32);
     DECLARE v_budget INT DEFAULT 1000;
     DECLARE v_i INT DEFAULT 0;
     DECLARE v_done BOOLEAN;
@@ -172,7 +172,7 @@ END//
 -- simba_groups_digest returns the digest's groups: the largest epoch of the
 -- groups the session joined, or the revision of its last leave.
 DROP FUNCTION IF EXISTS simba_groups_digest//
-CREATE FUNCTION simba_groups_digest(p_session CHAR(32), p_left_rev BIGINT) RETURNS BIGINT
+CREATE FUNCTION simba_groups_digest(p_session VARBINARY(32), p_left_rev BIGINT) RETURNS BIGINT
 READS SQL DATA
 RETURN GREATEST(p_left_rev, COALESCE((SELECT MAX(g.epoch) FROM simba_members m JOIN simba_groups g ON g.name = m.grp
                                         WHERE m.session_id = p_session), 0))//
@@ -186,7 +186,7 @@ RETURN GREATEST(p_left_rev, COALESCE((SELECT MAX(g.epoch) FROM simba_members m J
 -- simba_open inserts the session, or renews it if a retry of this call finds
 -- it alive, then reaps.
 DROP PROCEDURE IF EXISTS simba_open//
-CREATE PROCEDURE simba_open(IN p_id CHAR(32), IN p_ttl_us BIGINT, IN p_identity VARBINARY(256))
+CREATE PROCEDURE simba_open(IN p_id VARBINARY(32), IN p_ttl_us BIGINT, IN p_identity VARBINARY(256))
 MODIFIES SQL DATA
 BEGIN
     DECLARE v_wait BIGINT DEFAULT @@session.innodb_lock_wait_timeout;
@@ -231,7 +231,7 @@ END//
 -- while it waited. An expired session is ended here. Then it reaps. Its cost
 -- does not grow with the leases held.
 DROP PROCEDURE IF EXISTS simba_keep_alive//
-CREATE PROCEDURE simba_keep_alive(IN p_session CHAR(32))
+CREATE PROCEDURE simba_keep_alive(IN p_session VARBINARY(32))
 MODIFIES SQL DATA
 BEGIN
     DECLARE v_wait BIGINT DEFAULT @@session.innodb_lock_wait_timeout;
@@ -274,7 +274,7 @@ END//
 -- ('L', name, token, 0, 0) per lease in name order; no row if the session is
 -- not alive.
 DROP PROCEDURE IF EXISTS simba_owned//
-CREATE PROCEDURE simba_owned(IN p_session CHAR(32))
+CREATE PROCEDURE simba_owned(IN p_session VARBINARY(32))
 READS SQL DATA
 BEGIN
     SELECT 'D' AS k, NULL AS name, s.leases AS a, s.version AS b, simba_groups_digest(s.id, s.left_rev) AS c
@@ -288,36 +288,39 @@ END//
 
 -- simba_acquire takes lease p_name for the session.
 --
--- In a transaction, one locking read takes the session's own row and then
--- the lease record (STRAIGHT_JOIN: always in that order; the record is
+-- A lease held by another live session, while this session is alive, is
+-- refused from one read without locks, which names the holder and writes
+-- nothing: candidates never queue on their own session's row or on the
+-- lease's. Otherwise, in a transaction, one locking read takes the session's
+-- own row and then the lease record (STRAIGHT_JOIN: always in that order; the record is
 -- created first if the name is new). A free lease is granted at once: the
 -- token is minted only now, so that tokens follow the order of the terms —
 -- the greatest of the counter plus one, the lease's last token plus one and
 -- the clock in microseconds, read after the locks (LAST_INSERT_ID keeps it
--- for the next statement of the same connection) — and one UPDATE grants the
--- lease and counts it in the session's digest if the session is still alive
--- by the clock at that statement, which runs after the locks were taken. A
--- retry of a grant this session holds returns the same term.
+-- for the next statement of the same connection) — and, if the session is
+-- still alive by the clock read after the locks, one UPDATE grants the lease
+-- and counts it in the session's digest. A retry of a grant this session
+-- holds returns the same term.
 --
--- A lease held by another session is refused if that session is alive, and
--- the refusal names it and writes nothing. If it expired, the lease is taken
+-- A lease held by another session that the locked read finds alive is
+-- refused likewise. If it expired, the lease is taken
 -- over only by ending that session in the same transaction, with its row
 -- locked (SKIP LOCKED: a takeover never waits for another session; a holder
 -- it cannot lock is busy, and counts as alive): the old holder's keep-alive
 -- either came first (and renewed it: refused here) or finds its session
 -- ended.
 DROP PROCEDURE IF EXISTS simba_acquire//
-CREATE PROCEDURE simba_acquire(IN p_session CHAR(32), IN p_name VARCHAR(128), IN p_grp VARCHAR(128), IN p_part INT,
+CREATE PROCEDURE simba_acquire(IN p_session VARBINARY(32), IN p_name VARBINARY(128), IN p_grp VARBINARY(128), IN p_part INT,
     IN p_max_lease_us BIGINT)
 MODIFIES SQL DATA
 BEGIN
     DECLARE v_wait BIGINT DEFAULT @@session.innodb_lock_wait_timeout;
     DECLARE v_t, v_exp, v_ver, v_tok, v_hexp, v_guard, v_seq BIGINT;
     DECLARE v_n, v_budget INT;
-    DECLARE v_holder, v_taken CHAR(32);
+    DECLARE v_holder, v_taken VARBINARY(32);
     DECLARE v_ident VARBINARY(256);
     DECLARE v_val VARBINARY(4096);
-    DECLARE v_grp VARCHAR(128);
+    DECLARE v_grp VARBINARY(128);
     DECLARE v_part INT;
     DECLARE v_done BOOLEAN;
     DECLARE v_status VARCHAR(16) DEFAULT 'OK';
@@ -327,6 +330,20 @@ BEGIN
         IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = v_wait; END IF;
         RESIGNAL;
     END;
+    -- Held by another live session, and this one alive: refuse without
+    -- locks, so that candidates never queue on their own session's row or
+    -- the lease's.
+    SELECT l.session_id, l.token, h.expires_us, h.identity, CAST(@@timestamp * 1000000 AS SIGNED)
+      INTO v_holder, v_tok, v_hexp, v_ident, v_t
+      FROM simba_sessions o
+      JOIN simba_leases l ON l.name = p_name AND l.session_id <> p_session
+      JOIN simba_sessions h ON h.id = l.session_id
+     WHERE o.id = p_session AND o.expires_us > CAST(@@timestamp * 1000000 AS SIGNED)
+       AND h.expires_us > CAST(@@timestamp * 1000000 AS SIGNED);
+    IF v_holder IS NOT NULL THEN
+        SELECT 'HELD', v_tok, NULL, NULL, NULL, v_holder, v_ident, v_hexp - v_t;
+    ELSE
+    SET v_tok = NULL, v_hexp = NULL, v_ident = NULL;
     IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = 1; END IF;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
@@ -336,8 +353,12 @@ BEGIN
      WHERE o.id = p_session AND l.name = p_name FOR UPDATE;
     IF v_exp IS NULL THEN
         -- No session, or no record yet: create it (the first term of the
-        -- name), and read again.
-        INSERT IGNORE INTO simba_leases (name, grp, part) VALUES (p_name, p_grp, p_part);
+        -- name), and read again. ON DUPLICATE KEY UPDATE, not INSERT IGNORE:
+        -- a duplicate takes the row's exclusive lock at once, where IGNORE
+        -- takes a shared one that two candidates would both hold and both
+        -- want to upgrade (a deadlock).
+        INSERT INTO simba_leases (name, grp, part) VALUES (p_name, p_grp, p_part)
+            ON DUPLICATE KEY UPDATE name = name;
         SELECT o.expires_us, o.leases, o.version, l.session_id, l.token, l.value, l.grp, l.part
           INTO v_exp, v_n, v_ver, v_holder, v_tok, v_val, v_grp, v_part
           FROM simba_sessions o STRAIGHT_JOIN simba_leases l
@@ -374,12 +395,13 @@ BEGIN
     IF v_status = 'OK' THEN
         UPDATE simba_seq SET v = LAST_INSERT_ID(GREATEST(v + 1, v_tok + 1, CAST(@@timestamp * 1000000 AS SIGNED)))
          WHERE id = 1;
-        UPDATE simba_sessions o STRAIGHT_JOIN simba_leases l
-           SET l.session_id = p_session, l.token = LAST_INSERT_ID(), o.leases = o.leases + 1, o.version = o.version + 1
-         WHERE o.id = p_session AND l.name = p_name AND o.expires_us > CAST(@@timestamp * 1000000 AS SIGNED);
-        IF ROW_COUNT() = 0 THEN
+        SET v_t = CAST(@@timestamp * 1000000 AS SIGNED); -- after the locks: the row's expiry is final
+        IF v_exp <= v_t THEN
             SET v_status = 'EXPIRED'; -- while this call waited
         ELSE
+            UPDATE simba_sessions o STRAIGHT_JOIN simba_leases l
+               SET l.session_id = p_session, l.token = LAST_INSERT_ID(), o.leases = o.leases + 1, o.version = o.version + 1
+             WHERE o.id = p_session AND l.name = p_name;
             SET v_tok = LAST_INSERT_ID(), v_n = v_n + 1, v_ver = v_ver + 1;
             IF v_taken IS NOT NULL THEN
                 SET v_budget = 1000;
@@ -405,6 +427,7 @@ BEGIN
     WHEN 'RECOVERING' THEN SELECT 'RECOVERING', NULL, NULL, NULL, NULL, NULL, NULL, v_guard - v_t;
     ELSE SELECT 'EXPIRED', NULL, NULL, NULL, NULL, NULL, NULL, NULL;
     END CASE;
+    END IF;
 END//
 
 -- simba_release gives lease p_name up if the session holds it with token
@@ -415,14 +438,14 @@ END//
 -- the read waited may still free its own lease: only its holder with its
 -- token can, and freeing is what it asked.
 DROP PROCEDURE IF EXISTS simba_release//
-CREATE PROCEDURE simba_release(IN p_session CHAR(32), IN p_name VARCHAR(128), IN p_token BIGINT)
+CREATE PROCEDURE simba_release(IN p_session VARBINARY(32), IN p_name VARBINARY(128), IN p_token BIGINT)
 MODIFIES SQL DATA
 BEGIN
     DECLARE v_wait BIGINT DEFAULT @@session.innodb_lock_wait_timeout;
     DECLARE v_t, v_exp, v_ver, v_tok, v_seq BIGINT;
     DECLARE v_n, v_part INT;
-    DECLARE v_holder CHAR(32);
-    DECLARE v_grp VARCHAR(128);
+    DECLARE v_holder VARBINARY(32);
+    DECLARE v_grp VARBINARY(128);
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         ROLLBACK;
@@ -466,7 +489,7 @@ END//
 
 -- simba_holder says who holds lease p_name: a live session, or nobody.
 DROP PROCEDURE IF EXISTS simba_holder//
-CREATE PROCEDURE simba_holder(IN p_session CHAR(32), IN p_name VARCHAR(128))
+CREATE PROCEDURE simba_holder(IN p_session VARBINARY(32), IN p_name VARBINARY(128))
 READS SQL DATA
 BEGIN
     SELECT IF(o.id IS NULL, 'EXPIRED', 'OK'), h.id, h.identity, l.token,
@@ -481,13 +504,13 @@ END//
 -- with token p_token. A shared lock on its own row keeps the session from
 -- ending meanwhile.
 DROP PROCEDURE IF EXISTS simba_put_value//
-CREATE PROCEDURE simba_put_value(IN p_session CHAR(32), IN p_name VARCHAR(128), IN p_token BIGINT,
+CREATE PROCEDURE simba_put_value(IN p_session VARBINARY(32), IN p_name VARBINARY(128), IN p_token BIGINT,
     IN p_value VARBINARY(4096))
 MODIFIES SQL DATA
 BEGIN
     DECLARE v_wait BIGINT DEFAULT @@session.innodb_lock_wait_timeout;
     DECLARE v_exp, v_tok BIGINT;
-    DECLARE v_holder CHAR(32);
+    DECLARE v_holder VARBINARY(32);
     DECLARE v_status VARCHAR(16) DEFAULT 'NOTHOLDER';
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
@@ -518,13 +541,13 @@ END//
 -- expired (as simba_reap does), then locks the group's row (creating it),
 -- then checks the count.
 DROP PROCEDURE IF EXISTS simba_join//
-CREATE PROCEDURE simba_join(IN p_session CHAR(32), IN p_group VARCHAR(128), IN p_parts INT)
+CREATE PROCEDURE simba_join(IN p_session VARBINARY(32), IN p_group VARBINARY(128), IN p_parts INT)
 MODIFIES SQL DATA
 BEGIN
     DECLARE v_wait BIGINT DEFAULT @@session.innodb_lock_wait_timeout;
     DECLARE v_t, v_exp, v_rev BIGINT;
     DECLARE v_parts, v_i, v_budget INT;
-    DECLARE v_id, v_locked CHAR(32);
+    DECLARE v_id, v_locked VARBINARY(32);
     DECLARE v_created, v_done BOOLEAN DEFAULT FALSE;
     DECLARE v_status VARCHAR(16) DEFAULT 'OK';
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -555,20 +578,17 @@ BEGIN
             END IF;
             CALL simba_end_session(v_locked, v_budget, v_done);
         END WHILE;
-        joining: LOOP
-            SET v_parts = NULL;
-            SELECT partitions INTO v_parts FROM simba_groups WHERE name = p_group FOR UPDATE;
-            IF v_parts IS NOT NULL THEN
-                LEAVE joining;
-            END IF;
+        SELECT partitions INTO v_parts FROM simba_groups WHERE name = p_group FOR UPDATE;
+        IF v_parts IS NULL THEN
+            -- Create it, or lock it if another join just did (exclusively
+            -- at once: see simba_acquire); created if it bears this call's
+            -- revision.
             SELECT v + 1 INTO v_rev FROM simba_seq WHERE id = 3 FOR UPDATE;
             UPDATE simba_seq SET v = v_rev WHERE id = 3;
-            INSERT IGNORE INTO simba_groups (name, partitions, epoch) VALUES (p_group, p_parts, v_rev);
-            IF ROW_COUNT() = 1 THEN
-                SET v_parts = p_parts, v_created = TRUE;
-                LEAVE joining;
-            END IF;
-        END LOOP;
+            INSERT INTO simba_groups (name, partitions, epoch) VALUES (p_group, p_parts, v_rev)
+                ON DUPLICATE KEY UPDATE name = name;
+            SELECT partitions, epoch = v_rev INTO v_parts, v_created FROM simba_groups WHERE name = p_group FOR UPDATE;
+        END IF;
         IF v_parts <> p_parts THEN
             SET v_status = 'MISMATCH';
         ELSE
@@ -587,7 +607,7 @@ END//
 
 -- simba_leave ends the session's membership of p_group.
 DROP PROCEDURE IF EXISTS simba_leave//
-CREATE PROCEDURE simba_leave(IN p_session CHAR(32), IN p_group VARCHAR(128))
+CREATE PROCEDURE simba_leave(IN p_session VARBINARY(32), IN p_group VARBINARY(128))
 MODIFIES SQL DATA
 BEGIN
     DECLARE v_wait BIGINT DEFAULT @@session.innodb_lock_wait_timeout;
@@ -629,7 +649,7 @@ END//
 -- index) per held partition; no row if the session is not alive, and only
 -- the 'G' row, with 0 partitions, for a group without live members.
 DROP PROCEDURE IF EXISTS simba_members//
-CREATE PROCEDURE simba_members(IN p_session CHAR(32), IN p_group VARCHAR(128))
+CREATE PROCEDURE simba_members(IN p_session VARBINARY(32), IN p_group VARBINARY(128))
 READS SQL DATA
 BEGIN
     SELECT 'G' AS k, NULL AS id, COALESCE(MAX(g.partitions), 0) AS n
@@ -651,11 +671,11 @@ END//
 -- leases and memberships: MORE means call again to go on (other sessions'
 -- reaping would finish it too).
 DROP PROCEDURE IF EXISTS simba_close//
-CREATE PROCEDURE simba_close(IN p_session CHAR(32))
+CREATE PROCEDURE simba_close(IN p_session VARBINARY(32))
 MODIFIES SQL DATA
 BEGIN
     DECLARE v_wait BIGINT DEFAULT @@session.innodb_lock_wait_timeout;
-    DECLARE v_id CHAR(32);
+    DECLARE v_id VARBINARY(32);
     DECLARE v_budget INT DEFAULT 1000;
     DECLARE v_done BOOLEAN DEFAULT TRUE;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
