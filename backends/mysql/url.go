@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -15,8 +16,33 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendurl"
 	"github.com/simba-go/simba/backends/internal/redact"
 )
+
+// The schemes this package opens through package backendurl, once a program
+// imports it (or backends/all).
+func init() {
+	backendurl.Register("mysql", openURL)
+	backendurl.Register("mariadb", openURL)
+}
+
+// openURL is the backendurl.Opener of mysql:// and mariadb:// URLs: [Open],
+// with the caller's logger; read-only (OpenInspector: simba status and
+// watch) it is [WithReadOnly], which writes nothing to the database, and
+// tables that do not exist yet list as empty.
+func openURL(ctx context.Context, rawURL string, o backendurl.Options) (backends.Backend, io.Closer, error) {
+	opts := []Option{WithLogger(o.Logger)}
+	if o.ReadOnly {
+		opts = append(opts, WithReadOnly())
+	}
+	b, err := Open(ctx, rawURL, opts...)
+	if err != nil {
+		return nil, nil, err // Open redacts the URL itself
+	}
+	return b, b, nil
+}
 
 // URL query parameters of [Open] that configure the backend rather than the
 // connection. Open removes them before the driver sees the rest.
