@@ -18,6 +18,12 @@ const pollWithin = 2 * time.Second
 // sharing a number (one session's end) are never split.
 const pollPage = 2000
 
+// pollReread is how far before the database clock of its last poll each
+// poll reads again: a release is numbered with the clock when its
+// transaction runs and may commit a moment later, after a poll that read
+// past its number.
+const pollReread = time.Second
+
 // poller is the backend's release poll as a watch.Source: MySQL has no
 // LISTEN/NOTIFY, so the releases that the procedures number (simba_seq row
 // 2, recorded in each released lease's row) are read every poll interval
@@ -44,19 +50,25 @@ type pollSubscription struct {
 
 	mu      sync.Mutex // held while polling
 	after   int64
-	last    time.Time // when the last poll was sent
+	seen    map[string]int64 // name → number of a release passed on, numbered after after
+	last    time.Time        // when the last poll was sent
 	pending []watch.Release
 }
 
-// poll runs one simba_poll from after (-1: only the last number), queues the
-// releases it returns and moves after past them. It reports how many it
-// queued.
+// poll runs one simba_poll from after (-1: only the clock), queues the
+// releases it returns that it has not passed on before, and moves after to
+// a second before the database's clock (or, after a full page, to just
+// before its last release). It reports how many it queued.
 func (s *pollSubscription) poll(ctx context.Context, after int64) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, pollWithin)
 	defer cancel()
+	type release struct {
+		watch.Release
+		rel int64
+	}
 	var (
-		seq      int64
-		releases []watch.Release
+		now      int64
+		releases []release
 		lastRel  int64
 	)
 	s.last = time.Now()
@@ -72,9 +84,9 @@ func (s *pollSubscription) poll(ctx context.Context, after int64) (int, error) {
 				return err
 			}
 			if kind == "S" {
-				seq = rel
+				now = rel
 			} else {
-				releases, lastRel = append(releases, watch.Release{Name: name.String, From: from.String}), rel
+				releases, lastRel = append(releases, release{watch.Release{Name: name.String, From: from.String}, rel}), rel
 			}
 			return nil
 		}, after)
@@ -82,16 +94,29 @@ func (s *pollSubscription) poll(ctx context.Context, after int64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.pending = append(s.pending, releases...)
-	switch {
-	case after < 0:
-		s.after = seq
-	case len(releases) >= pollPage:
-		s.after = lastRel - 1 // the last number may go on in the next page
-	default:
-		s.after = max(s.after, seq)
+	if s.seen == nil {
+		s.seen = make(map[string]int64)
 	}
-	return len(releases), nil
+	queued := 0
+	for _, r := range releases {
+		if s.seen[r.Name] == r.rel {
+			continue // passed on by an earlier poll
+		}
+		s.seen[r.Name] = r.rel
+		s.pending = append(s.pending, r.Release)
+		queued++
+	}
+	if len(releases) >= pollPage {
+		s.after = lastRel - 1 // the last number may go on in the next page
+	} else {
+		s.after = now - pollReread.Microseconds()
+	}
+	for name, rel := range s.seen {
+		if rel <= s.after {
+			delete(s.seen, name)
+		}
+	}
+	return queued, nil
 }
 
 // Receive returns the next release: one queued, or one the polls find,
