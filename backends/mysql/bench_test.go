@@ -129,7 +129,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	admin := newDB(b, url, nil)
 	db := newDB(b, url, nil)
 	db.SetMaxOpenConns(1) // the backend's calls and the raw pair on one connection
-	bk := newBackend(b, db, admin)
+	bk := newBackend(b, db, admin, WithMaxLease(time.Minute))
 	ctx := context.Background()
 	s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
 	if err != nil {

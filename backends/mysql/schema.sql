@@ -288,10 +288,12 @@ END//
 
 -- simba_acquire takes lease p_name for the session.
 --
--- A lease held by another live session, while this session is alive, is
--- refused from one read without locks, which names the holder and writes
--- nothing: candidates never queue on their own session's row or on the
--- lease's. Otherwise, in a transaction, one locking read takes the session's
+-- One read without locks answers the refusals: a lease held by another live
+-- session (naming the holder), the amnesia guard (read there: it moves only
+-- when the tables are created or start_guard runs, before clients come), and
+-- a session that expired; they lock and write nothing, so candidates never
+-- queue on their own session's row or on the lease's. Otherwise, in a
+-- transaction, one locking read takes the session's
 -- own row and then the lease record (STRAIGHT_JOIN: always in that order; the record is
 -- created first if the name is new). A free lease is granted at once: the
 -- token is minted only now, so that tokens follow the order of the terms —
@@ -330,20 +332,27 @@ BEGIN
         IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = v_wait; END IF;
         RESIGNAL;
     END;
-    -- Held by another live session, and this one alive: refuse without
-    -- locks, so that candidates never queue on their own session's row or
-    -- the lease's.
-    SELECT l.session_id, l.token, h.expires_us, h.identity, CAST(@@timestamp * 1000000 AS SIGNED)
-      INTO v_holder, v_tok, v_hexp, v_ident, v_t
-      FROM simba_sessions o
-      JOIN simba_leases l ON l.name = p_name AND l.session_id <> p_session
-      JOIN simba_sessions h ON h.id = l.session_id
-     WHERE o.id = p_session AND o.expires_us > CAST(@@timestamp * 1000000 AS SIGNED)
-       AND h.expires_us > CAST(@@timestamp * 1000000 AS SIGNED);
-    IF v_holder IS NOT NULL THEN
+    -- One read without locks: the guard, whether this session is alive,
+    -- and the lease's holder if another live session holds it. Refusals
+    -- (held, the guard, an expired session) end here, locking and writing
+    -- nothing, so that candidates never queue on their own session's row
+    -- or the lease's.
+    SELECT m.guard_from_us + p_max_lease_us, o.expires_us, l.session_id, l.token, h.expires_us, h.identity,
+           CAST(@@timestamp * 1000000 AS SIGNED)
+      INTO v_guard, v_exp, v_holder, v_tok, v_hexp, v_ident, v_t
+      FROM simba_meta m
+      LEFT JOIN simba_sessions o ON o.id = p_session
+      LEFT JOIN simba_leases l ON l.name = p_name AND l.session_id <> p_session
+      LEFT JOIN simba_sessions h ON h.id = l.session_id AND h.expires_us > CAST(@@timestamp * 1000000 AS SIGNED)
+     WHERE m.one = 1;
+    IF v_exp IS NULL OR v_exp <= v_t THEN
+        SELECT 'EXPIRED', NULL, NULL, NULL, NULL, NULL, NULL, NULL;
+    ELSEIF v_hexp IS NOT NULL THEN
         SELECT 'HELD', v_tok, NULL, NULL, NULL, v_holder, v_ident, v_hexp - v_t;
+    ELSEIF v_t < v_guard THEN
+        SELECT 'RECOVERING', NULL, NULL, NULL, NULL, NULL, NULL, v_guard - v_t;
     ELSE
-    SET v_tok = NULL, v_hexp = NULL, v_ident = NULL;
+    SET v_tok = NULL, v_hexp = NULL, v_ident = NULL, v_exp = NULL, v_holder = NULL;
     IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = 1; END IF;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
@@ -383,13 +392,6 @@ BEGIN
         SET v_t = CAST(@@timestamp * 1000000 AS SIGNED);
         IF v_holder IS NOT NULL AND v_hexp > v_t THEN
             SET v_status = 'HELD', v_taken = NULL;
-        END IF;
-    END IF;
-    IF v_status = 'OK' THEN
-        SELECT guard_from_us + p_max_lease_us, CAST(@@timestamp * 1000000 AS SIGNED) INTO v_guard, v_t
-          FROM simba_meta WHERE one = 1;
-        IF v_t < v_guard THEN
-            SET v_status = 'RECOVERING';
         END IF;
     END IF;
     IF v_status = 'OK' THEN

@@ -53,6 +53,10 @@ const (
 	ParamPollInterval = "simba_poll_interval" // WithPollInterval: a Go duration; 0 turns the poll off
 )
 
+// lockWaitParam is the session variable that bounds InnoDB's lock waits, in
+// whole seconds; Open sets it to 1 unless the URL sets it.
+const lockWaitParam = "innodb_lock_wait_timeout"
+
 // Defaults of the pool [Open] makes; a URL's own parameters (timeout, …)
 // take precedence.
 const (
@@ -219,6 +223,14 @@ func parseURL(raw string) (*mysql.Config, options, error) {
 	cfg.User, cfg.Passwd = user, pass
 	if cfg.Timeout == 0 {
 		cfg.Timeout = openDialTimeout
+	}
+	if _, ok := cfg.Params[lockWaitParam]; !ok {
+		// The procedures bound their lock waits to a second; a connection
+		// that does already spares them two SETs per call.
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params[lockWaitParam] = "1"
 	}
 	return cfg, o, nil
 }

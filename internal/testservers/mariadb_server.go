@@ -106,7 +106,9 @@ func (s *MariaDBServer) data() string { return filepath.Join(s.dir, "data") }
 // install runs mariadb-install-db into data/.
 func (s *MariaDBServer) install() {
 	s.t.Helper()
-	args := []string{"--no-defaults", "--datadir=" + s.data(), "--auth-root-authentication-method=normal",
+	// A temporary directory of its own: two installs at once in /tmp name
+	// their temporary tables alike and trip over each other.
+	args := []string{"--no-defaults", "--datadir=" + s.data(), "--tmpdir=" + s.dir, "--auth-root-authentication-method=normal",
 		"--skip-test-db", "--skip-name-resolve"}
 	if s.uid >= 0 {
 		args = append(args, "--user=mysql")
@@ -125,7 +127,7 @@ func (s *MariaDBServer) start() {
 	s.t.Helper()
 	args := []string{"--no-defaults", "--datadir=" + s.data(), "--port=" + strconv.Itoa(s.port),
 		"--socket=" + filepath.Join(s.dir, "sock"), "--bind-address=127.0.0.1", "--pid-file=" + filepath.Join(s.dir, "pid"),
-		"--skip-log-bin", "--innodb-buffer-pool-size=32M", "--max-connections=300", "--skip-name-resolve"}
+		"--tmpdir=" + s.dir, "--skip-log-bin", "--innodb-buffer-pool-size=32M", "--max-connections=300", "--skip-name-resolve"}
 	if s.uid >= 0 {
 		args = append(args, "--user=mysql")
 	}
