@@ -293,9 +293,12 @@ END//
 -- when the tables are created or start_guard runs, before clients come), and
 -- a session that expired; they lock and write nothing, so candidates never
 -- queue on their own session's row or on the lease's. Otherwise, in a
--- transaction, one locking read takes the session's
--- own row and then the lease record (STRAIGHT_JOIN: always in that order; the record is
--- created first if the name is new). A free lease is granted at once: the
+-- transaction, one locking read takes the session's own row and then the
+-- lease record (STRAIGHT_JOIN: always in that order). A lease record that
+-- another call holds locked (a competing grant, or its holder's release) is
+-- refused as held, at once, rather than waited for (SKIP LOCKED), so that a
+-- release never queues behind candidates; the record is created first if the
+-- name is new. A free lease is granted at once: the
 -- token is minted only now, so that tokens follow the order of the terms —
 -- the greatest of the counter plus one, the lease's last token plus one and
 -- the clock in microseconds, read after the locks (LAST_INSERT_ID keeps it
@@ -322,7 +325,7 @@ BEGIN
     DECLARE v_holder, v_taken VARBINARY(32);
     DECLARE v_ident VARBINARY(256);
     DECLARE v_val VARBINARY(4096);
-    DECLARE v_grp VARBINARY(128);
+    DECLARE v_grp, v_lname VARBINARY(128);
     DECLARE v_part INT;
     DECLARE v_done BOOLEAN;
     DECLARE v_status VARCHAR(16) DEFAULT 'OK';
@@ -359,21 +362,38 @@ BEGIN
     SELECT o.expires_us, o.leases, o.version, l.session_id, l.token, l.value, l.grp, l.part
       INTO v_exp, v_n, v_ver, v_holder, v_tok, v_val, v_grp, v_part
       FROM simba_sessions o STRAIGHT_JOIN simba_leases l
-     WHERE o.id = p_session AND l.name = p_name FOR UPDATE;
+     WHERE o.id = p_session AND l.name = p_name FOR UPDATE SKIP LOCKED;
     IF v_exp IS NULL THEN
-        -- No session, or no record yet: create it (the first term of the
-        -- name), and read again. ON DUPLICATE KEY UPDATE, not INSERT IGNORE:
-        -- a duplicate takes the row's exclusive lock at once, where IGNORE
-        -- takes a shared one that two candidates would both hold and both
-        -- want to upgrade (a deadlock).
-        INSERT INTO simba_leases (name, grp, part) VALUES (p_name, p_grp, p_part)
-            ON DUPLICATE KEY UPDATE name = name;
-        SELECT o.expires_us, o.leases, o.version, l.session_id, l.token, l.value, l.grp, l.part
-          INTO v_exp, v_n, v_ver, v_holder, v_tok, v_val, v_grp, v_part
-          FROM simba_sessions o STRAIGHT_JOIN simba_leases l
-         WHERE o.id = p_session AND l.name = p_name FOR UPDATE;
+        -- A row was locked by another call, or the name has no record yet.
+        -- Wait for the session's own row; then a lease record that another
+        -- call holds locked (a competing grant, its holder's release) is
+        -- refused at once, so that candidates never queue on it and a
+        -- release never waits behind them: the refusal is a hint to try
+        -- again, and the release's poll wakes them.
+        SELECT expires_us, leases, version INTO v_exp, v_n, v_ver FROM simba_sessions WHERE id = p_session FOR UPDATE;
+        IF v_exp IS NOT NULL THEN
+            IF NOT EXISTS (SELECT 1 FROM simba_leases WHERE name = p_name) THEN
+                -- The first term of the name: create its record. ON
+                -- DUPLICATE KEY UPDATE, not INSERT IGNORE: a duplicate takes
+                -- the row's exclusive lock at once, where IGNORE takes a
+                -- shared one that two candidates would both hold and both
+                -- want to upgrade (a deadlock).
+                INSERT INTO simba_leases (name, grp, part) VALUES (p_name, p_grp, p_part)
+                    ON DUPLICATE KEY UPDATE name = name;
+            END IF;
+            SET v_lname = NULL;
+            SELECT name, session_id, token, value, grp, part INTO v_lname, v_holder, v_tok, v_val, v_grp, v_part
+              FROM simba_leases WHERE name = p_name FOR UPDATE SKIP LOCKED;
+            IF v_lname IS NULL THEN
+                SELECT l.session_id, l.token, h.expires_us, h.identity INTO v_holder, v_tok, v_hexp, v_ident
+                  FROM simba_leases l LEFT JOIN simba_sessions h ON h.id = l.session_id WHERE l.name = p_name;
+                SET v_status = 'BUSY', v_t = CAST(@@timestamp * 1000000 AS SIGNED);
+            END IF;
+        END IF;
     END IF;
-    IF v_exp IS NULL OR v_exp <= CAST(@@timestamp * 1000000 AS SIGNED) THEN
+    IF v_status = 'BUSY' THEN
+        SET v_status = 'HELD', v_hexp = GREATEST(COALESCE(v_hexp, 0), v_t);
+    ELSEIF v_exp IS NULL OR v_exp <= CAST(@@timestamp * 1000000 AS SIGNED) THEN
         SET v_status = 'EXPIRED';
     ELSEIF v_holder = p_session THEN
         SET v_status = 'SAME'; -- a retry: the same term
@@ -433,10 +453,13 @@ BEGIN
 END//
 
 -- simba_release gives lease p_name up if the session holds it with token
--- p_token: one locking read takes the session's row and then the lease
--- record (STRAIGHT_JOIN), and one UPDATE frees the record and counts the
--- release in the session's digest, numbering the release with the clock in
--- microseconds for the poll of notifications. A session that expired while
+-- p_token, numbering the release with the clock in microseconds for the poll
+-- of notifications: one UPDATE that locks the session's row and then the
+-- lease record (STRAIGHT_JOIN), frees the record and counts the release in
+-- the session's digest, and commits; the reply reads the digest after it. A
+-- partition (whose group's epoch moves too), or a release that frees
+-- nothing, takes the general path: a transaction whose locking read takes
+-- both rows, then decides. A session that expired while
 -- the read waited may still free its own lease: only its holder with its
 -- token can, and freeing is what it asked.
 DROP PROCEDURE IF EXISTS simba_release//
@@ -455,6 +478,20 @@ BEGIN
         RESIGNAL;
     END;
     IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = 1; END IF;
+    -- The common case, a lease that is not a partition, in one statement
+    -- that commits on its own: it locks the session's row, then the lease's
+    -- (STRAIGHT_JOIN), and frees the lease only if this session holds it
+    -- with this token. Every matched row changes, so ROW_COUNT() counts them
+    -- whatever the connection's CLIENT_FOUND_ROWS.
+    UPDATE simba_sessions o STRAIGHT_JOIN simba_leases l
+       SET l.session_id = NULL, l.rel = CAST(@@timestamp * 1000000 AS SIGNED), l.released_by = p_session,
+           o.leases = o.leases - 1, o.version = o.version + 1
+     WHERE o.id = p_session AND l.name = p_name AND l.session_id = p_session AND l.token = p_token
+       AND l.grp IS NULL AND o.expires_us > CAST(@@timestamp * 1000000 AS SIGNED);
+    IF ROW_COUNT() > 0 THEN
+        IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = v_wait; END IF;
+        SELECT 'OK', leases, version FROM simba_sessions WHERE id = p_session;
+    ELSE
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     SELECT o.expires_us, o.leases, o.version, l.session_id, l.token, l.grp, l.part, CAST(@@timestamp * 1000000 AS SIGNED)
@@ -486,6 +523,7 @@ BEGIN
         COMMIT;
         IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = v_wait; END IF;
         SELECT 'OK', v_n, v_ver;
+    END IF;
     END IF;
 END//
 
