@@ -581,7 +581,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"watch", "--count", "-1"}, "memory:", exitUsage, "simba watch: --count -1: want >= 0"},
 		{[]string{"watch", "--interval", "1ms"}, "memory:", exitUsage, "simba watch: --interval 1ms: want at least 10ms"},
 		{[]string{"status", "--interval", "1s"}, "memory:", exitUsage, "flag provided but not defined: -interval"},
-		{[]string{"status", "--backend", "mysql://u:s3cret@h/db"}, "", exitFailed, `simba: backend URL "mysql://u:xxxxx@h/db": unknown scheme "mysql"`},
+		{[]string{"status", "--backend", "gopher://u:s3cret@h/db"}, "", exitFailed, `simba: backend URL "gopher://u:xxxxx@h/db": unknown scheme "gopher"`},
 		{[]string{"status"}, "memory:cmdtest-usage", exitOK, "no lease is held"},
 	} {
 		var out, errs bytes.Buffer
