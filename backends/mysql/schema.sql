@@ -294,11 +294,8 @@ END//
 -- a session that expired; they lock and write nothing, so candidates never
 -- queue on their own session's row or on the lease's. Otherwise, in a
 -- transaction, one locking read takes the session's own row and then the
--- lease record (STRAIGHT_JOIN: always in that order). A lease record that
--- another call holds locked (a competing grant, or its holder's release) is
--- refused as held, at once, rather than waited for (SKIP LOCKED), so that a
--- release never queues behind candidates; the record is created first if the
--- name is new. A free lease is granted at once: the
+-- lease record (STRAIGHT_JOIN: always in that order; the record is created
+-- first if the name is new). A free lease is granted at once: the
 -- token is minted only now, so that tokens follow the order of the terms —
 -- the greatest of the counter plus one, the lease's last token plus one and
 -- the clock in microseconds, read after the locks (LAST_INSERT_ID keeps it
@@ -325,7 +322,7 @@ BEGIN
     DECLARE v_holder, v_taken VARBINARY(32);
     DECLARE v_ident VARBINARY(256);
     DECLARE v_val VARBINARY(4096);
-    DECLARE v_grp, v_lname VARBINARY(128);
+    DECLARE v_grp VARBINARY(128);
     DECLARE v_part INT;
     DECLARE v_done BOOLEAN;
     DECLARE v_status VARCHAR(16) DEFAULT 'OK';
@@ -362,38 +359,21 @@ BEGIN
     SELECT o.expires_us, o.leases, o.version, l.session_id, l.token, l.value, l.grp, l.part
       INTO v_exp, v_n, v_ver, v_holder, v_tok, v_val, v_grp, v_part
       FROM simba_sessions o STRAIGHT_JOIN simba_leases l
-     WHERE o.id = p_session AND l.name = p_name FOR UPDATE SKIP LOCKED;
+     WHERE o.id = p_session AND l.name = p_name FOR UPDATE;
     IF v_exp IS NULL THEN
-        -- A row was locked by another call, or the name has no record yet.
-        -- Wait for the session's own row; then a lease record that another
-        -- call holds locked (a competing grant, its holder's release) is
-        -- refused at once, so that candidates never queue on it and a
-        -- release never waits behind them: the refusal is a hint to try
-        -- again, and the release's poll wakes them.
-        SELECT expires_us, leases, version INTO v_exp, v_n, v_ver FROM simba_sessions WHERE id = p_session FOR UPDATE;
-        IF v_exp IS NOT NULL THEN
-            IF NOT EXISTS (SELECT 1 FROM simba_leases WHERE name = p_name) THEN
-                -- The first term of the name: create its record. ON
-                -- DUPLICATE KEY UPDATE, not INSERT IGNORE: a duplicate takes
-                -- the row's exclusive lock at once, where IGNORE takes a
-                -- shared one that two candidates would both hold and both
-                -- want to upgrade (a deadlock).
-                INSERT INTO simba_leases (name, grp, part) VALUES (p_name, p_grp, p_part)
-                    ON DUPLICATE KEY UPDATE name = name;
-            END IF;
-            SET v_lname = NULL;
-            SELECT name, session_id, token, value, grp, part INTO v_lname, v_holder, v_tok, v_val, v_grp, v_part
-              FROM simba_leases WHERE name = p_name FOR UPDATE SKIP LOCKED;
-            IF v_lname IS NULL THEN
-                SELECT l.session_id, l.token, h.expires_us, h.identity INTO v_holder, v_tok, v_hexp, v_ident
-                  FROM simba_leases l LEFT JOIN simba_sessions h ON h.id = l.session_id WHERE l.name = p_name;
-                SET v_status = 'BUSY', v_t = CAST(@@timestamp * 1000000 AS SIGNED);
-            END IF;
-        END IF;
+        -- No session, or no record yet: create it (the first term of the
+        -- name), and read again. ON DUPLICATE KEY UPDATE, not INSERT IGNORE:
+        -- a duplicate takes the row's exclusive lock at once, where IGNORE
+        -- takes a shared one that two candidates would both hold and both
+        -- want to upgrade (a deadlock).
+        INSERT INTO simba_leases (name, grp, part) VALUES (p_name, p_grp, p_part)
+            ON DUPLICATE KEY UPDATE name = name;
+        SELECT o.expires_us, o.leases, o.version, l.session_id, l.token, l.value, l.grp, l.part
+          INTO v_exp, v_n, v_ver, v_holder, v_tok, v_val, v_grp, v_part
+          FROM simba_sessions o STRAIGHT_JOIN simba_leases l
+         WHERE o.id = p_session AND l.name = p_name FOR UPDATE;
     END IF;
-    IF v_status = 'BUSY' THEN
-        SET v_status = 'HELD', v_hexp = GREATEST(COALESCE(v_hexp, 0), v_t);
-    ELSEIF v_exp IS NULL OR v_exp <= CAST(@@timestamp * 1000000 AS SIGNED) THEN
+    IF v_exp IS NULL OR v_exp <= CAST(@@timestamp * 1000000 AS SIGNED) THEN
         SET v_status = 'EXPIRED';
     ELSEIF v_holder = p_session THEN
         SET v_status = 'SAME'; -- a retry: the same term
@@ -490,7 +470,8 @@ BEGIN
        AND l.grp IS NULL AND o.expires_us > CAST(@@timestamp * 1000000 AS SIGNED);
     IF ROW_COUNT() > 0 THEN
         IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = v_wait; END IF;
-        SELECT 'OK', leases, version FROM simba_sessions WHERE id = p_session;
+        -- The session may have ended since (closed, or reaped): then EXPIRED.
+        SELECT IF(COUNT(*) = 0, 'EXPIRED', 'OK'), MAX(leases), MAX(version) FROM simba_sessions WHERE id = p_session;
     ELSE
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
