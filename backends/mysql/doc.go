@@ -151,14 +151,21 @@
 // database's clock), takes no lock and writes nothing, so that candidates
 // never queue on their own session's row. A grant runs, after that read, a
 // locking read of the session's row and the lease's, the counter's update,
-// one UPDATE of both rows, and the commit; a release a locking read of both
-// rows and one UPDATE. A keep-alive locks the session's row, renews it,
+// one UPDATE of both rows, and the commit. A release of a lease that is not a
+// partition is one UPDATE of both rows that commits on its own (it needs no
+// clock after its locks: only the holder with its token frees the lease, and
+// freeing is what it asked), then a read of the digest; a partition's
+// release, and one that frees nothing, take a transaction that locks both
+// rows and decides. A keep-alive locks the session's row, renews it,
 // commits, and then reaps (below): its cost does not grow with the leases
 // held (S1; BenchmarkKeepAlive counts one command per renewal at 1, 100 and
 // 1,000 leases). Its reply carries the digest (lease count, a version one
 // higher per lease acquired or released, the groups' revision), the time to
 // live granted and the database's time; the replies to Acquire and Release
-// carry the lease count and version right after their change.
+// carry the lease count and version right after their change (a release's,
+// read just after its commit, may include another call of the same session
+// that committed in between: the engine then reads Owned, as for any change
+// it did not make).
 //
 // A session that expired is dead at once — every call checks its expiry,
 // and a lease or membership of a dead session counts as free — and is ended
