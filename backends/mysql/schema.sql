@@ -401,9 +401,10 @@ BEGIN
         IF v_exp <= v_t THEN
             SET v_status = 'EXPIRED'; -- while this call waited
         ELSE
-            UPDATE simba_sessions o STRAIGHT_JOIN simba_leases l
-               SET l.session_id = p_session, l.token = LAST_INSERT_ID(), o.leases = o.leases + 1, o.version = o.version + 1
-             WHERE o.id = p_session AND l.name = p_name;
+            -- Two single-table UPDATEs (both rows are locked already): a
+            -- multi-table UPDATE costs MariaDB a temporary table per call.
+            UPDATE simba_leases SET session_id = p_session, token = LAST_INSERT_ID() WHERE name = p_name;
+            UPDATE simba_sessions SET leases = leases + 1, version = version + 1 WHERE id = p_session;
             SET v_tok = LAST_INSERT_ID(), v_n = v_n + 1, v_ver = v_ver + 1;
             IF v_taken IS NOT NULL THEN
                 SET v_budget = 1000;
@@ -434,12 +435,11 @@ END//
 
 -- simba_release gives lease p_name up if the session holds it with token
 -- p_token, numbering the release with the clock in microseconds for the poll
--- of notifications: one UPDATE that locks the session's row and then the
--- lease record (STRAIGHT_JOIN), frees the record and counts the release in
--- the session's digest, and commits; the reply reads the digest after it. A
--- partition (whose group's epoch moves too), or a release that frees
--- nothing, takes the general path: a transaction whose locking read takes
--- both rows, then decides. A session that expired while
+-- of notifications: an UPDATE of the session's row (its lock first, and the
+-- count in its digest), an UPDATE that frees the lease record, and the
+-- commit. A partition (whose group's epoch moves too), or a release that
+-- frees nothing, takes the general path: a transaction whose locking read
+-- takes both rows, then decides. A session that expired while
 -- the read waited may still free its own lease: only its holder with its
 -- token can, and freeing is what it asked.
 DROP PROCEDURE IF EXISTS simba_release//
@@ -451,6 +451,7 @@ BEGIN
     DECLARE v_n, v_part INT;
     DECLARE v_holder VARBINARY(32);
     DECLARE v_grp VARBINARY(128);
+    DECLARE v_done BOOLEAN DEFAULT FALSE;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         ROLLBACK;
@@ -458,21 +459,27 @@ BEGIN
         RESIGNAL;
     END;
     IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = 1; END IF;
-    -- The common case, a lease that is not a partition, in one statement
-    -- that commits on its own: it locks the session's row, then the lease's
-    -- (STRAIGHT_JOIN), and frees the lease only if this session holds it
-    -- with this token. Every matched row changes, so ROW_COUNT() counts them
-    -- whatever the connection's CLIENT_FOUND_ROWS.
-    UPDATE simba_sessions o STRAIGHT_JOIN simba_leases l
-       SET l.session_id = NULL, l.rel = CAST(@@timestamp * 1000000 AS SIGNED), l.released_by = p_session,
-           o.leases = o.leases - 1, o.version = o.version + 1
-     WHERE o.id = p_session AND l.name = p_name AND l.session_id = p_session AND l.token = p_token
-       AND l.grp IS NULL AND o.expires_us > CAST(@@timestamp * 1000000 AS SIGNED);
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    -- The common case, a lease that is not a partition, in two single-row
+    -- UPDATEs: the first locks the session's row and counts the release in
+    -- its digest if the session is alive, the second frees the lease only if
+    -- this session holds it with this token. Every matched row changes, so
+    -- ROW_COUNT() counts them whatever the connection's CLIENT_FOUND_ROWS.
+    UPDATE simba_sessions SET leases = leases - 1, version = version + 1
+     WHERE id = p_session AND expires_us > CAST(@@timestamp * 1000000 AS SIGNED);
     IF ROW_COUNT() > 0 THEN
+        UPDATE simba_leases SET session_id = NULL, rel = CAST(@@timestamp * 1000000 AS SIGNED), released_by = p_session
+         WHERE name = p_name AND session_id = p_session AND token = p_token AND grp IS NULL;
+        SET v_done = ROW_COUNT() > 0;
+    END IF;
+    IF v_done THEN
+        SELECT leases, version INTO v_n, v_ver FROM simba_sessions WHERE id = p_session;
+        COMMIT;
         IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = v_wait; END IF;
-        -- The session may have ended since (closed, or reaped): then EXPIRED.
-        SELECT IF(COUNT(*) = 0, 'EXPIRED', 'OK'), MAX(leases), MAX(version) FROM simba_sessions WHERE id = p_session;
+        SELECT 'OK', v_n, v_ver;
     ELSE
+    ROLLBACK;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     SELECT o.expires_us, o.leases, o.version, l.session_id, l.token, l.grp, l.part, CAST(@@timestamp * 1000000 AS SIGNED)
@@ -490,10 +497,9 @@ BEGIN
         SELECT 'EXPIRED', NULL, NULL;
     ELSE
         IF v_holder = p_session AND v_tok = p_token THEN
-            UPDATE simba_sessions o STRAIGHT_JOIN simba_leases l
-               SET l.session_id = NULL, l.rel = CAST(@@timestamp * 1000000 AS SIGNED), l.released_by = p_session,
-                   o.leases = o.leases - 1, o.version = o.version + 1
-             WHERE o.id = p_session AND l.name = p_name;
+            UPDATE simba_leases SET session_id = NULL, rel = CAST(@@timestamp * 1000000 AS SIGNED), released_by = p_session
+             WHERE name = p_name;
+            UPDATE simba_sessions SET leases = leases - 1, version = version + 1 WHERE id = p_session;
             SET v_n = v_n - 1, v_ver = v_ver + 1;
             IF v_grp IS NOT NULL THEN
                 SELECT v + 1 INTO v_seq FROM simba_seq WHERE id = 3 FOR UPDATE;
