@@ -150,13 +150,20 @@
 // *[backends.HeldError] (session, identity, token, and remaining time by the
 // database's clock), takes no lock and writes nothing, so that candidates
 // never queue on their own session's row. A grant runs, after that read, a
-// locking read of the session's row and the lease's, the counter's update,
-// one UPDATE of both rows, and the commit. A release of a lease that is not a
-// partition is one UPDATE of both rows that commits on its own (it needs no
-// clock after its locks: only the holder with its token frees the lease, and
-// freeing is what it asked), then a read of the digest; a partition's
-// release, and one that frees nothing, take a transaction that locks both
-// rows and decides. A keep-alive locks the session's row, renews it,
+// lock of the session's row, a lock of the lease's (SKIP LOCKED: a record
+// that another call holds locked — a competing grant, the holder's release —
+// is refused at once, as held, so that the candidates one release wakes do
+// not line up behind each other and the release; conformance's TermOrder,
+// eight sessions on one name, runs in a second instead of two), the
+// counter's update, an UPDATE of each row, and the commit. A release of a
+// lease that is not a partition runs an UPDATE of the session's row (its
+// lock, and the count in its digest), an UPDATE that frees the record if
+// this session holds it with this token, a read of the digest and the commit
+// (no clock after its locks is needed: only the holder with its token frees
+// the lease, and freeing is what it asked); a partition's release, and one
+// that frees nothing, take a transaction that locks both rows and decides.
+// Rows already locked are written with single-table UPDATEs: a multi-table
+// UPDATE costs MariaDB a temporary table per call. A keep-alive locks the session's row, renews it,
 // commits, and then reaps (below): its cost does not grow with the leases
 // held (S1; BenchmarkKeepAlive counts one command per renewal at 1, 100 and
 // 1,000 leases). Its reply carries the digest (lease count, a version one

@@ -293,9 +293,11 @@ END//
 -- when the tables are created or start_guard runs, before clients come), and
 -- a session that expired; they lock and write nothing, so candidates never
 -- queue on their own session's row or on the lease's. Otherwise, in a
--- transaction, one locking read takes the session's own row and then the
--- lease record (STRAIGHT_JOIN: always in that order; the record is created
--- first if the name is new). A free lease is granted at once: the
+-- transaction, it locks the session's own row, then the lease record (created
+-- first if the name is new) — or, if another call holds the record locked (a
+-- competing grant, or the holder's release), refuses at once (SKIP LOCKED),
+-- so that the candidates one release wakes never line up, and the winner's
+-- release never waits behind them. A free lease is granted at once: the
 -- token is minted only now, so that tokens follow the order of the terms —
 -- the greatest of the counter plus one, the lease's last token plus one and
 -- the clock in microseconds, read after the locks (LAST_INSERT_ID keeps it
@@ -322,7 +324,7 @@ BEGIN
     DECLARE v_holder, v_taken VARBINARY(32);
     DECLARE v_ident VARBINARY(256);
     DECLARE v_val VARBINARY(4096);
-    DECLARE v_grp VARBINARY(128);
+    DECLARE v_grp, v_lname VARBINARY(128);
     DECLARE v_part INT;
     DECLARE v_done BOOLEAN;
     DECLARE v_status VARCHAR(16) DEFAULT 'OK';
@@ -337,11 +339,12 @@ BEGIN
     -- (held, the guard, an expired session) end here, locking and writing
     -- nothing, so that candidates never queue on their own session's row
     -- or the lease's.
-    SELECT m.guard_from_us + p_max_lease_us, o.expires_us, l.session_id, l.token, h.expires_us, h.identity,
+    SELECT m.guard_from_us + p_max_lease_us, o.expires_us, r.name, l.session_id, l.token, h.expires_us, h.identity,
            CAST(@@timestamp * 1000000 AS SIGNED)
-      INTO v_guard, v_exp, v_holder, v_tok, v_hexp, v_ident, v_t
+      INTO v_guard, v_exp, v_lname, v_holder, v_tok, v_hexp, v_ident, v_t
       FROM simba_meta m
       LEFT JOIN simba_sessions o ON o.id = p_session
+      LEFT JOIN simba_leases r ON r.name = p_name
       LEFT JOIN simba_leases l ON l.name = p_name AND l.session_id <> p_session
       LEFT JOIN simba_sessions h ON h.id = l.session_id AND h.expires_us > CAST(@@timestamp * 1000000 AS SIGNED)
      WHERE m.one = 1;
@@ -352,28 +355,38 @@ BEGIN
     ELSEIF v_t < v_guard THEN
         SELECT 'RECOVERING', NULL, NULL, NULL, NULL, NULL, NULL, v_guard - v_t;
     ELSE
-    SET v_tok = NULL, v_hexp = NULL, v_ident = NULL, v_exp = NULL, v_holder = NULL;
+    SET v_tok = NULL, v_hexp = NULL, v_ident = NULL, v_exp = NULL, v_holder = NULL, v_t = NULL;
     IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = 1; END IF;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    SELECT o.expires_us, o.leases, o.version, l.session_id, l.token, l.value, l.grp, l.part
-      INTO v_exp, v_n, v_ver, v_holder, v_tok, v_val, v_grp, v_part
-      FROM simba_sessions o STRAIGHT_JOIN simba_leases l
-     WHERE o.id = p_session AND l.name = p_name FOR UPDATE;
-    IF v_exp IS NULL THEN
-        -- No session, or no record yet: create it (the first term of the
-        -- name), and read again. ON DUPLICATE KEY UPDATE, not INSERT IGNORE:
-        -- a duplicate takes the row's exclusive lock at once, where IGNORE
-        -- takes a shared one that two candidates would both hold and both
-        -- want to upgrade (a deadlock).
-        INSERT INTO simba_leases (name, grp, part) VALUES (p_name, p_grp, p_part)
-            ON DUPLICATE KEY UPDATE name = name;
-        SELECT o.expires_us, o.leases, o.version, l.session_id, l.token, l.value, l.grp, l.part
-          INTO v_exp, v_n, v_ver, v_holder, v_tok, v_val, v_grp, v_part
-          FROM simba_sessions o STRAIGHT_JOIN simba_leases l
-         WHERE o.id = p_session AND l.name = p_name FOR UPDATE;
+    SELECT expires_us, leases, version INTO v_exp, v_n, v_ver FROM simba_sessions WHERE id = p_session FOR UPDATE;
+    IF v_exp IS NOT NULL THEN
+        IF v_lname IS NULL THEN
+            -- The first term of the name: create its record. ON DUPLICATE KEY
+            -- UPDATE, not INSERT IGNORE: a duplicate takes the row's
+            -- exclusive lock at once, where IGNORE takes a shared one that
+            -- two candidates would both hold and both want to upgrade (a
+            -- deadlock).
+            INSERT INTO simba_leases (name, grp, part) VALUES (p_name, p_grp, p_part)
+                ON DUPLICATE KEY UPDATE name = name;
+        END IF;
+        -- A record another call holds locked (a competing grant, or its
+        -- holder's release) is refused at once, never queued for: so a herd
+        -- of candidates woken by one release does not line up, and the
+        -- winner's release never waits behind them.
+        SET v_lname = NULL;
+        SELECT name, session_id, token, value, grp, part INTO v_lname, v_holder, v_tok, v_val, v_grp, v_part
+          FROM simba_leases WHERE name = p_name FOR UPDATE SKIP LOCKED;
+        IF v_lname IS NULL THEN
+            SELECT l.session_id, l.token, h.expires_us, h.identity INTO v_holder, v_tok, v_hexp, v_ident
+              FROM simba_leases l LEFT JOIN simba_sessions h ON h.id = l.session_id WHERE l.name = p_name;
+            SET v_t = CAST(@@timestamp * 1000000 AS SIGNED);
+            SET v_status = 'BUSY', v_hexp = GREATEST(COALESCE(v_hexp, v_t), v_t);
+        END IF;
     END IF;
-    IF v_exp IS NULL OR v_exp <= CAST(@@timestamp * 1000000 AS SIGNED) THEN
+    IF v_status = 'BUSY' THEN
+        SET v_status = 'HELD';
+    ELSEIF v_exp IS NULL OR v_exp <= CAST(@@timestamp * 1000000 AS SIGNED) THEN
         SET v_status = 'EXPIRED';
     ELSEIF v_holder = p_session THEN
         SET v_status = 'SAME'; -- a retry: the same term
