@@ -7,7 +7,7 @@ GO ?= go
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-services: ## install (if missing) and start Redis, PostgreSQL and ZooKeeper on loopback
+services: ## install (if missing) and start Redis, PostgreSQL, ZooKeeper and MariaDB on loopback
 	bash scripts/services.sh up
 
 services-down: ## stop the servers that `make services` started

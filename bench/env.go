@@ -19,6 +19,7 @@ const (
 	RedisEnv     = "SIMBA_TEST_REDIS"     // host:port; default 127.0.0.1:6379
 	PostgresEnv  = "SIMBA_TEST_POSTGRES"  // a pgx connection string
 	ZooKeeperEnv = "SIMBA_TEST_ZOOKEEPER" // host:port[,host:port…]; default 127.0.0.1:2181
+	MySQLEnv     = "SIMBA_TEST_MYSQL"     // a mysql:// URL; default mysql://root@127.0.0.1:3306/test
 )
 
 // Env is where the stores are, and the servers the harness starts for itself
@@ -36,6 +37,9 @@ type Env struct {
 	// SIMBA_TEST_ZOOKEEPER or their defaults).
 	PostgresDSN string
 	ZooKeeper   []string
+
+	// MySQLURL is the shared MariaDB (SIMBA_TEST_MYSQL or its default).
+	MySQLURL string
 
 	// Log receives progress lines; nil discards them.
 	Log *slog.Logger
@@ -60,6 +64,7 @@ func NewEnv() *Env {
 	return &Env{
 		PostgresDSN: setting(PostgresEnv, "postgres://postgres@127.0.0.1:5432/simba?sslmode=disable"),
 		ZooKeeper:   servers,
+		MySQLURL:    setting(MySQLEnv, "mysql://root@127.0.0.1:3306/test"),
 	}
 }
 

@@ -25,6 +25,11 @@ const (
 	// simple Query or a Sync ending a batch of extended-protocol messages
 	// (Parse, Bind, Execute…), that is, one round trip.
 	FramingPostgres
+	// FramingMySQL is MySQL's client protocol: every packet is a 3-byte
+	// length, a sequence number and its payload, and a command (a query, a
+	// CALL, a prepared statement's execution, a ping) is a packet whose
+	// sequence number is 0: one round trip.
+	FramingMySQL
 )
 
 // requestCounter consumes the bytes written on one connection and returns
@@ -47,6 +52,8 @@ func (f Framing) newCounter() requestCounter {
 		return &lengthCounter{}
 	case FramingPostgres:
 		return &pgCounter{}
+	case FramingMySQL:
+		return &mysqlCounter{}
 	}
 	return nil
 }
@@ -191,6 +198,36 @@ func (c *pgCounter) feed(p []byte) (n int) {
 			c.typed = code != pgSSLRequest && code != pgGSSENCRequest
 		}
 		c.skip = max(c.skip, 0)
+		c.hdr = c.hdr[:0]
+	}
+	return n
+}
+
+// mysqlCounter counts MySQL commands: packets with sequence number 0. A
+// packet of 16 MiB − 1 bytes continues in the next, which counts nothing.
+type mysqlCounter struct {
+	hdr  []byte
+	skip int
+}
+
+func (c *mysqlCounter) feed(p []byte) (n int) {
+	for len(p) > 0 {
+		if c.skip > 0 {
+			k := min(c.skip, len(p))
+			c.skip -= k
+			p = p[k:]
+			continue
+		}
+		k := min(4-len(c.hdr), len(p))
+		c.hdr = append(c.hdr, p[:k]...)
+		p = p[k:]
+		if len(c.hdr) < 4 {
+			return n
+		}
+		if c.hdr[3] == 0 {
+			n++
+		}
+		c.skip = int(c.hdr[0]) | int(c.hdr[1])<<8 | int(c.hdr[2])<<16
 		c.hdr = c.hdr[:0]
 	}
 	return n

@@ -20,6 +20,11 @@ func Impls() []Impl {
 			Open:   simbaOnPostgres(false),
 		},
 		{
+			Name: "simba Lock", Store: "MySQL",
+			Config: "runtime.Config{LeaseDuration: 2s}; a database/sql pool per node (go-sql-driver defaults); simbamysql.New(db, WithPrefix, WithMaxLease(2s)), release poll every 50 ms; Lock/Unlock; tested on MariaDB 10.11",
+			Open:   simbaOnMySQL(false),
+		},
+		{
 			Name: "simba Lock", Store: "ZooKeeper",
 			Config: "runtime.Config{LeaseDuration: 2s}; simbazk.New(servers, WithRoot, WithMaxLease(2s), WithTickTime(500ms)) per node; Lock/Unlock",
 			Open:   simbaOnZooKeeper(false),

@@ -14,6 +14,7 @@ var rawWhat = map[string]string{
 	"etcd (embedded)": "two Puts",
 	"ZooKeeper":       "Create + Delete",
 	"PostgreSQL":      "two single-row conditional UPDATEs",
+	"MySQL":           "two single-row conditional UPDATEs (InnoDB, durable commits)",
 }
 
 // Markdown writes the table of rows, then a note per row: its

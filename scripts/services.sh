@@ -7,7 +7,8 @@
 #                                           data is kept
 #   scripts/services.sh status [SERVICE...] say what answers and what this script started
 #
-# SERVICE is redis, redis-cluster, postgres or zookeeper; the default is all four.
+# SERVICE is redis, redis-cluster, postgres, zookeeper or mariadb; the default is
+# all five.
 #
 # Servers (the defaults of internal/testservers):
 #   Redis       127.0.0.1:6379, no persistence
@@ -15,6 +16,8 @@
 #   PostgreSQL  127.0.0.1:5432, database simba, trust auth on 127.0.0.1, ssl off
 #               (and the pgbouncer program, which a test starts in front of it)
 #   ZooKeeper   127.0.0.1:2181, standalone, tickTime 500, maxSessionTimeout 60000
+#   MariaDB     127.0.0.1:3306, database test, root with an empty password over TCP
+#               (Debian 12's mariadb-server, 10.11; the MySQL backend's tests)
 #
 # A server that already answers is left alone, whoever started it; "down" never
 # stops it. Idempotent: a second "up" only checks (well under a second).
@@ -29,7 +32,7 @@ set -euo pipefail
 
 STATE=${SIMBA_SERVICES_DIR:-/var/lib/simba-ci}
 PGV=${SIMBA_PG_VERSION:-15} PGCLUSTER=${SIMBA_PG_CLUSTER:-main}
-REDIS_PORT=6379 PG_PORT=5432 ZK_PORT=2181 PG_DB=simba
+REDIS_PORT=6379 PG_PORT=5432 ZK_PORT=2181 PG_DB=simba MYSQL_PORT=3306 MYSQL_DB=test
 CLUSTER_PORTS=(7001 7002 7003)
 PGBIN=/usr/lib/postgresql/$PGV/bin PGCONF=/etc/postgresql/$PGV/$PGCLUSTER
 PGDATA=/var/lib/postgresql/$PGV/$PGCLUSTER
@@ -73,6 +76,11 @@ pg_port_up() { timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ $PG_PORT 2>
 pg_db_up() { # the DSN the tests use works: TCP, trust, database simba
   command -v psql >/dev/null &&
     psql -w -h 127.0.0.1 -p $PG_PORT -U postgres -d "$PG_DB" -qAtc 'select 1' 2>/dev/null | grep -q '^1$'
+}
+mysql_port_up() { timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ $MYSQL_PORT 2>/dev/null; }
+mysql_db_up() { # the URL the tests use works: TCP, root without a password, database test
+  command -v mariadb >/dev/null &&
+    mariadb --protocol=tcp -h 127.0.0.1 -P $MYSQL_PORT -u root -D "$MYSQL_DB" -N -e 'select 1' 2>/dev/null | grep -q '^1$'
 }
 
 # ---------------------------------------------------------------- install
@@ -226,6 +234,41 @@ CFG
   mark "zookeeper: started"
 }
 
+# ---------------------------------------------------------------- MariaDB
+# Debian's mariadb-server (no MySQL 8 for Debian 12). Its root authenticates
+# by unix socket only: the socket, as root, lets root in over TCP with an
+# empty password, as the tests' URL needs (mysql://root@127.0.0.1:3306/test).
+mysql_root() { as_root mariadb --protocol=socket -u root -N "$@"; }
+start_mariadb() {
+  if mysql_db_up; then mark "mariadb: already answering"; return; fi
+  { [ -x /usr/sbin/mariadbd ] && command -v mariadb >/dev/null; } || apt_install mariadb-server mariadb-client
+  if mysql_db_up; then mark "mariadb: already answering"; return; fi
+  if ! mysql_port_up; then
+    mkdir -p "$STATE"
+    as_root install -d -o mysql -g mysql -m 755 /run/mysqld
+    [ -d /var/lib/mysql/mysql ] || { as_root mariadb-install-db --user=mysql --datadir=/var/lib/mysql >>"$STATE/mariadb.log" 2>&1 &&
+      mark "mariadb: data directory initialised"; }
+    if ! alive "$STATE/mariadb.pid" mariadbd; then
+      as_root setsid nohup /usr/sbin/mariadbd --user=mysql --bind-address=127.0.0.1 --port=$MYSQL_PORT \
+        --log-error="$STATE/mariadb.log" </dev/null >>"$STATE/mariadb.log" 2>&1 &
+      echo $! >"$STATE/mariadb.pid"
+    fi
+    wait_for 60 mysql_port_up || { tail -20 "$STATE/mariadb.log" >&2; die "mariadb not answering on 127.0.0.1:$MYSQL_PORT (log: $STATE/mariadb.log)"; }
+    mark "mariadb: started"
+  fi
+  # Someone else's server, or ours: give root an empty password over TCP
+  # (keeping the socket login) and create the database, through the socket.
+  if ! mysql_db_up; then
+    mysql_root -e "ALTER USER root@localhost IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD('');
+      CREATE USER IF NOT EXISTS root@'127.0.0.1' IDENTIFIED BY '';
+      GRANT ALL PRIVILEGES ON *.* TO root@'127.0.0.1' WITH GRANT OPTION;
+      CREATE DATABASE IF NOT EXISTS \`$MYSQL_DB\`;" 2>>"$STATE/mariadb.log" ||
+      die "cannot configure root over the socket (log: $STATE/mariadb.log)"
+    mark "mariadb: root over TCP, database $MYSQL_DB"
+  fi
+  wait_for 10 mysql_db_up || die "cannot connect to mysql://root@127.0.0.1:$MYSQL_PORT/$MYSQL_DB"
+}
+
 # ---------------------------------------------------------------- down
 stop_pid() { # stop_pid NAME PIDFILE PATTERN: stop the process we started, if it still runs
   if alive "$2" "$3"; then
@@ -245,6 +288,7 @@ down_redis_cluster() {
   for port in "${CLUSTER_PORTS[@]}"; do stop_pid "redis-cluster $port" "$STATE/redis-cluster/$port/redis.pid" redis-server; done
 }
 down_zookeeper() { stop_pid zookeeper "$ZKDIR/zk.pid" QuorumPeerMain; }
+down_mariadb() { stop_pid mariadb "$STATE/mariadb.pid" mariadbd; }
 down_postgres() {
   local ours pid
   ours=$(cat "$STATE/postgres.pid" 2>/dev/null || true)
@@ -267,13 +311,14 @@ status_redis() { status_one redis "$STATE/redis.pid" redis_up; }
 status_redis_cluster() { status_one redis-cluster "$STATE/redis-cluster/${CLUSTER_PORTS[0]}/redis.pid" cluster_up; }
 status_postgres() { status_one postgres "$STATE/postgres.pid" pg_db_up; }
 status_zookeeper() { status_one zookeeper "$ZKDIR/zk.pid" zk_up; }
+status_mariadb() { status_one mariadb "$STATE/mariadb.pid" mysql_db_up; }
 
 cmd=up
 case ${1:-} in up | down | status) cmd=$1; shift ;; esac
 services=("$@")
-((${#services[@]})) || services=(redis redis-cluster postgres zookeeper)
+((${#services[@]})) || services=(redis redis-cluster postgres zookeeper mariadb)
 for s in "${services[@]}"; do
-  case $s in redis | redis-cluster | postgres | zookeeper) ;; *) echo "usage: $0 [up|down|status] [redis|redis-cluster|postgres|zookeeper]..." >&2; exit 2 ;; esac
+  case $s in redis | redis-cluster | postgres | zookeeper | mariadb) ;; *) echo "usage: $0 [up|down|status] [redis|redis-cluster|postgres|zookeeper|mariadb]..." >&2; exit 2 ;; esac
 done
 rc=0
 for s in "${services[@]}"; do
@@ -284,5 +329,5 @@ for s in "${services[@]}"; do
   status) "status_$fn" || rc=1 ;;
   esac
 done
-[ "$cmd" != up ] || say "ready: ${services[*]} (redis 127.0.0.1:$REDIS_PORT | redis cluster 127.0.0.1:${CLUSTER_PORTS[0]}-${CLUSTER_PORTS[2]} | postgres://postgres@127.0.0.1:$PG_PORT/$PG_DB?sslmode=disable | zookeeper 127.0.0.1:$ZK_PORT)"
+[ "$cmd" != up ] || say "ready: ${services[*]} (redis 127.0.0.1:$REDIS_PORT | redis cluster 127.0.0.1:${CLUSTER_PORTS[0]}-${CLUSTER_PORTS[2]} | postgres://postgres@127.0.0.1:$PG_PORT/$PG_DB?sslmode=disable | zookeeper 127.0.0.1:$ZK_PORT | mysql://root@127.0.0.1:$MYSQL_PORT/$MYSQL_DB)"
 exit $rc

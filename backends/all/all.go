@@ -13,6 +13,7 @@ package all
 
 import (
 	// The memory store is registered by backendurl itself.
+	_ "github.com/simba-go/simba/backends/mysql"
 	_ "github.com/simba-go/simba/backends/postgres"
 	_ "github.com/simba-go/simba/backends/redis"
 	_ "github.com/simba-go/simba/backends/zookeeper"

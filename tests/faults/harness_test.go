@@ -45,6 +45,9 @@ var kinds = []backendKind{
 	{"ZooKeeper", func(t *testing.T, lease time.Duration) server {
 		return zkServer{testservers.StartZooKeeper(t, testservers.ZooKeeperConfig{TickTime: zkTick}), lease}
 	}},
+	{"MySQL", func(t *testing.T, lease time.Duration) server {
+		return mariaServer{testservers.StartMariaDB(t), lease}
+	}},
 }
 
 // zkTick is the private ZooKeeper server's tick: its shortest session is two
@@ -72,6 +75,17 @@ func (p pgServer) URL(addr string) string {
 	return fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&simba_max_lease=%v", addr, p.lease)
 }
 func (p pgServer) Restart(testing.TB) { p.s.Restart() }
+
+type mariaServer struct {
+	s     *testservers.MariaDBServer
+	lease time.Duration
+}
+
+func (m mariaServer) Addr() string { return fmt.Sprintf("127.0.0.1:%d", m.s.Port()) }
+func (m mariaServer) URL(addr string) string {
+	return fmt.Sprintf("mysql://root@%s/test?simba_max_lease=%v", addr, m.lease)
+}
+func (m mariaServer) Restart(testing.TB) { m.s.Restart() }
 
 type zkServer struct {
 	s     *testservers.ZooKeeperServer

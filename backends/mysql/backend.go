@@ -1,0 +1,279 @@
+package simbamysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/internal/check"
+	"github.com/simba-go/simba/backends/internal/watch"
+)
+
+// DefaultPrefix starts the names of a [Backend]'s tables and procedures unless
+// [WithPrefix] says otherwise.
+const DefaultPrefix = "simba"
+
+// DefaultMaxLease is the longest session time to live a [Backend] grants
+// unless [WithMaxLease] says otherwise. It is also the amnesia guard's
+// lock-delay.
+const DefaultMaxLease = 60 * time.Second
+
+// DefaultPollInterval is how often a backend whose candidates wait for a
+// release asks the database for releases, unless [WithPollInterval] says
+// otherwise.
+const DefaultPollInterval = 50 * time.Millisecond
+
+// maxPrefixLen bounds the prefix so that every name made from it (the
+// longest is prefix + "_groups_digest") fits MySQL's 64-character
+// identifiers.
+const maxPrefixLen = 40
+
+// args checks the arguments of the backend's operations.
+var args = check.For("simbamysql")
+
+// ErrSchema reports tables or procedures that this version of the package
+// cannot use: tables of a newer version (written by a newer version of this
+// package), tables with the backend's prefix that are not Simba's, or tables
+// in another storage engine than InnoDB. Use another prefix ([WithPrefix]),
+// upgrade this package, or convert the tables.
+var ErrSchema = errors.New("incompatible schema")
+
+// ErrNoSchema reports that the backend's tables do not exist, opened with
+// [WithoutMigration].
+var ErrNoSchema = errors.New("no such schema")
+
+// Backend is a Simba store in MySQL or MariaDB: it implements
+// [backends.Backend], [backends.StoreClock] and [backends.Inspector], and
+// the sessions it opens implement [backends.Session] and
+// [backends.Notifier]. It is safe for concurrent use. Create it with [New]
+// or [Open]; end it with [Backend.Close].
+type Backend struct {
+	db        *sql.DB
+	ownsDB    bool
+	prefix    string
+	maxLease  time.Duration
+	poll      time.Duration // 0: no release notifications
+	migrate   bool
+	readOnly  bool
+	logger    *slog.Logger
+	sql       statements
+	stmts     stmtCache
+	closed    atomic.Bool
+	closeOnce sync.Once
+	feed      *watch.Feed // the poll of releases, started by the first Watch
+
+	// ready is set once the tables are known to be there, at this package's
+	// version; cleared when a call finds them gone. migrating serialises
+	// the checks (a semaphore a waiting call can give up on).
+	ready     atomic.Bool
+	migrating chan struct{}
+
+	guardLogged atomic.Int64 // Unix µs of the end of the last guard logged
+}
+
+var (
+	_ backends.Backend    = (*Backend)(nil)
+	_ backends.StoreClock = (*Backend)(nil)
+	_ backends.Inspector  = (*Backend)(nil)
+)
+
+// Option configures a [Backend].
+type Option func(*options)
+
+type options struct {
+	prefix   *string
+	maxLease *time.Duration
+	poll     *time.Duration
+	migrate  *bool
+	readOnly bool
+	logger   *slog.Logger
+}
+
+// WithPrefix sets the prefix of the names of the backend's tables and
+// procedures (prefix_sessions, prefix_acquire, …) in the connection's
+// database: 1 to 40 characters of [a-z0-9_], starting with a letter, so that
+// they need no quoting. Backends with different prefixes share nothing. The
+// default is [DefaultPrefix].
+func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = &prefix } }
+
+// WithMaxLease sets the longest session time to live the backend grants:
+// longer requests are clamped to it, and the reply says what was granted
+// (C2). It is also the amnesia guard's lock-delay: after the tables were
+// created, no lease is granted until d has passed (§15). Every node of a
+// prefix must use the same value. It must be at least a millisecond. The
+// default is [DefaultMaxLease].
+func WithMaxLease(d time.Duration) Option { return func(o *options) { o.maxLease = &d } }
+
+// WithPollInterval sets how often the backend asks the database for
+// releases while some candidate of its sessions waits for one (see the
+// package documentation): a graceful hand-off to this backend's candidates
+// then takes at most d plus two round trips. 0 turns the poll off: candidates
+// take over at their next attempt, or at the holder's expiry. It must be 0 or
+// at least a millisecond. The default is [DefaultPollInterval].
+func WithPollInterval(d time.Duration) Option { return func(o *options) { o.poll = &d } }
+
+// WithoutMigration stops the backend from creating or upgrading its tables
+// and procedures: it only checks, on first use, that they are there at the
+// version it knows, and fails otherwise, naming the SQL file to run
+// ([SchemaSQL]). Use it when the application's user may not create tables
+// and routines and a DBA installs them.
+func WithoutMigration() Option { return func(o *options) { f := false; o.migrate = &f } }
+
+// WithReadOnly opens the backend for listing only, as status tools do: it
+// creates nothing, migrates nothing, opens no session, polls nothing, and
+// its only statements are the SELECTs of [Backend.Inspect] and
+// [Backend.StoreTime]. OpenSession fails.
+func WithReadOnly() Option { return func(o *options) { o.readOnly = true } }
+
+// WithLogger sets the logger for the backend's few logs (the release poll
+// failing, the amnesia guard refusing grants, the tables created). The
+// default discards them.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// New returns a backend that uses db, a pool of go-sql-driver/mysql
+// connections, which stays the caller's: the backend never closes it. It
+// makes no call to the database: the first operation creates the tables and
+// procedures if they are missing ([Backend.Migrate]), or checks them under
+// [WithoutMigration].
+//
+// The backend depends on no setting of the pool's DSN: it reads no
+// RowsAffected (so clientFoundRows does not matter), sends one statement per
+// call (multiStatements is not needed), reads no DATETIME (parseTime does not
+// matter) and keeps time as microseconds since the epoch (time_zone does not
+// matter). The pool must run with autocommit on, as go-sql-driver does
+// unless the DSN says autocommit=0.
+//
+// Every call takes a context whose deadline bounds it (D2); go-sql-driver
+// ends a call whose context ends by closing its connection. Call
+// [Backend.Close] when done: it stops the backend's release poll.
+func New(db *sql.DB, opts ...Option) (*Backend, error) {
+	if db == nil {
+		return nil, errors.New("simbamysql: New: nil *sql.DB")
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return build(db, o)
+}
+
+func build(db *sql.DB, o options) (*Backend, error) {
+	b := &Backend{
+		db:        db,
+		prefix:    DefaultPrefix,
+		maxLease:  DefaultMaxLease,
+		poll:      DefaultPollInterval,
+		migrate:   true,
+		readOnly:  o.readOnly,
+		logger:    o.logger,
+		migrating: make(chan struct{}, 1),
+	}
+	if o.prefix != nil {
+		b.prefix = *o.prefix
+	}
+	if o.maxLease != nil {
+		b.maxLease = *o.maxLease
+	}
+	if o.poll != nil {
+		b.poll = *o.poll
+	}
+	if o.migrate != nil {
+		b.migrate = *o.migrate
+	}
+	if b.readOnly {
+		b.migrate, b.poll = false, 0
+	}
+	if err := validPrefix(b.prefix); err != nil {
+		return nil, err
+	}
+	if b.maxLease < time.Millisecond {
+		return nil, fmt.Errorf("simbamysql: WithMaxLease(%v): want at least 1ms", b.maxLease)
+	}
+	if b.poll != 0 && b.poll < time.Millisecond {
+		return nil, fmt.Errorf("simbamysql: WithPollInterval(%v): want 0 (no polling) or at least 1ms", b.poll)
+	}
+	b.maxLease = b.maxLease.Truncate(time.Microsecond)
+	if b.logger == nil {
+		b.logger = slog.New(slog.DiscardHandler)
+	}
+	b.sql = newStatements(b.prefix)
+	b.stmts.db = db
+	b.feed = watch.NewFeed(poller{b}, b.logger, slog.String("backend", "simbamysql"), slog.String("prefix", b.prefix))
+	return b, nil
+}
+
+func validPrefix(s string) error {
+	if s == "" || len(s) > maxPrefixLen {
+		return fmt.Errorf("simbamysql: WithPrefix(%q): %d bytes; want 1 to %d characters of [a-z0-9_]", s, len(s), maxPrefixLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || i > 0 && (c == '_' || '0' <= c && c <= '9')) {
+			return fmt.Errorf("simbamysql: WithPrefix(%q): byte %q at %d; want a letter [a-z] first, then [a-z0-9_]", s, c, i)
+		}
+	}
+	return nil
+}
+
+// Close stops the backend's release poll, closes its prepared statements,
+// closes the pool if the backend opened it ([Open]), and makes every later
+// call fail with [backends.ErrClosed]. Sessions are not closed: close them
+// first (the runtime's Client.Close does), or they expire on their own.
+// Closing twice returns nil.
+func (b *Backend) Close() error {
+	b.closeOnce.Do(func() {
+		b.closed.Store(true)
+		b.feed.Close()
+		b.stmts.close()
+		if b.ownsDB {
+			b.db.Close()
+		}
+	})
+	return nil
+}
+
+// Prefix returns the prefix of the backend's tables and procedures.
+func (b *Backend) Prefix() string { return b.prefix }
+
+// MaxLease returns the longest time to live the backend grants, which is
+// also its amnesia guard's lock-delay.
+func (b *Backend) MaxLease() time.Duration { return b.maxLease }
+
+// StoreTime returns the database's clock (@@timestamp, in UTC), read in one
+// round trip.
+func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
+	if b.closed.Load() {
+		return time.Time{}, fmt.Errorf("simbamysql: store time: %w", backends.ErrClosed)
+	}
+	var us int64
+	err := b.retry(ctx, "store time", "", func() error {
+		return b.db.QueryRowContext(ctx, "SELECT CAST(@@timestamp * 1000000 AS SIGNED)").Scan(&us)
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMicro(us).UTC(), nil
+}
+
+// unexpected reports a status a procedure should not return.
+func (b *Backend) unexpected(what, status string) error {
+	return fmt.Errorf("simbamysql: %s: unexpected status %q from the procedures of prefix %s", what, status, b.prefix)
+}
+
+// logGuard logs, once per guard period, that the amnesia guard refuses
+// grants.
+func (b *Backend) logGuard(wait time.Duration) {
+	end := time.Now().Add(wait).UnixMicro()
+	last := b.guardLogged.Load()
+	if end-last < int64(time.Second/time.Microsecond) || !b.guardLogged.CompareAndSwap(last, end) {
+		return
+	}
+	b.logger.Warn("simbamysql: the tables are new (they may replace ones that were lost); no lease is granted until every old holder's deadline has passed",
+		slog.String("prefix", b.prefix), slog.Duration("remaining", wait))
+}

@@ -1,0 +1,72 @@
+package simbamysql
+
+import (
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendtest"
+	"github.com/simba-go/simba/internal/enginetest"
+	"github.com/simba-go/simba/internal/faultnet"
+	"github.com/simba-go/simba/internal/testservers"
+)
+
+// TestConformance runs the shared conformance suite against real MariaDB
+// servers (§12), with every hook. Each case gets a table prefix of its own in
+// the shared server's database, except: the amnesia guard runs on a private
+// server, whose restart wipes its data directory and initialises a new one
+// (mariadb-install-db), so that the tables are created anew and their guard
+// runs; the durable restart runs on a private server too (killed and started
+// again with its data); and the unreachable case reaches the shared server
+// through a faultnet link (the pool's dialer), which it cuts. The shared
+// server is never restarted.
+//
+// TTL is the suite's unit of time: 2 s, as for Redis and PostgreSQL.
+// MaxLease is no longer than TTL, since the amnesia case waits for it after
+// the restart.
+func TestConformance(t *testing.T) {
+	url := sharedURL(t)
+	admin := newDB(t, url, nil)
+	const (
+		ttl      = 2 * time.Second
+		maxLease = ttl
+	)
+	backendtest.Run(t, backendtest.Harness{
+		New: func(t *testing.T) backends.Backend {
+			return newBackend(t, newDB(t, url, nil), admin, WithMaxLease(maxLease))
+		},
+		TTL:      ttl,
+		MaxLease: maxLease,
+		ExpireSession: func(t *testing.T, b backends.Backend, id backends.SessionID) {
+			expireSession(t, admin, b.(*Backend).Prefix(), id)
+		},
+		NewRestartable: func(t *testing.T) (backends.Backend, func() time.Duration) {
+			srv := testservers.StartMariaDB(t)
+			db := newDB(t, srv.URL(), nil)
+			b := newBackend(t, db, db, WithMaxLease(maxLease))
+			return b, func() time.Duration { srv.Wipe(); return b.MaxLease() }
+		},
+		NewDurable: func(t *testing.T) (backends.Backend, func()) {
+			srv := testservers.StartMariaDB(t)
+			db := newDB(t, srv.URL(), nil)
+			b := newBackend(t, db, db, WithMaxLease(maxLease))
+			return b, srv.Restart
+		},
+		NewCuttable: func(t *testing.T) (backends.Backend, func() func()) {
+			link := faultnet.New()
+			b := newBackend(t, newDB(t, url, link), admin, WithMaxLease(maxLease))
+			return b, func() func() { link.Cut(); return link.Heal }
+		},
+	})
+}
+
+// The engine end to end on the real MariaDB: who leads, read and followed by
+// a client that does not contend; a client's Locks taking turns.
+func TestEngine(t *testing.T) {
+	url := sharedURL(t)
+	admin := newDB(t, url, nil)
+	enginetest.Run(t, enginetest.Harness{
+		New:   func(t *testing.T) backends.Backend { return newBackend(t, newDB(t, url, nil), admin) },
+		Lease: 2 * time.Second,
+	})
+}

@@ -1,0 +1,182 @@
+package simbamysql
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/faultnet"
+)
+
+// contenders returns n nodes of one schema, spread over a few backends (each
+// with its pool and release poll, as separate processes would have, so
+// that the shared server's connections suffice) and the faultnet links the
+// backends dial through.
+func contenders(t *testing.T, n, backends int, m *monitor) ([]*Backend, []*faultnet.Link, []*node) {
+	t.Helper()
+	url := sharedURL(t)
+	admin := newDB(t, url, nil)
+	var bs []*Backend
+	var links []*faultnet.Link
+	for len(bs) < backends {
+		link := faultnet.New()
+		pool := newDB(t, url, link)
+		if len(bs) == 0 {
+			bs = append(bs, newBackend(t, pool, admin))
+		} else {
+			bs = append(bs, samePrefix(t, bs[0], pool))
+		}
+		links = append(links, link)
+	}
+	nodes := make([]*node, n)
+	for i := range nodes {
+		nodes[i] = newNode(t, fmt.Sprintf("n%d", i), bs[i%len(bs)], m)
+	}
+	return bs, links, nodes
+}
+
+// cutFor cuts link for d, on a goroutine of its own: the nodes behind it
+// lose their sessions (their terms end at their local deadlines) and open
+// new ones once it heals.
+func cutFor(link *faultnet.Link, d time.Duration) {
+	link.Cut()
+	time.AfterFunc(d, link.Heal)
+}
+
+// T2, F5, §11: 20 nodes contend for one name on the real server for a few
+// seconds, while the leader keeps handing over — stopping gracefully, or
+// cut off from the server (its term ends at its local deadline, and another
+// node takes over once the server expired its session) — and at no instant
+// are two of its terms valid, and its tokens strictly increase (the monitor
+// checks both continuously).
+func TestContentionOneName(t *testing.T) {
+	m := newMonitor(t)
+	_, links, nodes := contenders(t, 20, 4, m)
+	for _, n := range nodes {
+		n.start("one")
+	}
+	end := time.Now().Add(6 * time.Second)
+	rng := rand.New(rand.NewPCG(1, 2))
+	handoffs, cuts := 0, 0
+	for time.Now().Before(end) {
+		leader := -1
+		waitFor(t, 3*testConfig.LeaseDuration, "a leader of one", func() bool {
+			for i, n := range nodes {
+				if len(n.leading()) == 1 {
+					leader = i
+					return true
+				}
+			}
+			return false
+		})
+		if rng.IntN(5) == 0 {
+			cutFor(links[leader%len(links)], testConfig.LeaseDuration)
+			cuts++
+			// Wait for the next leader, behind another link.
+			waitFor(t, 3*testConfig.LeaseDuration, "a leader after the cut", func() bool {
+				for i, n := range nodes {
+					if i%len(links) != leader%len(links) && len(n.leading()) == 1 {
+						return true
+					}
+				}
+				return false
+			})
+		} else {
+			nodes[leader].stop("one")
+			nodes[leader].start("one")
+		}
+		handoffs++
+		time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond)
+	}
+	t.Logf("%d hand-offs (%d by cutting the leader off), %d terms", handoffs, cuts, m.elections())
+	if m.elections() < 5 {
+		t.Errorf("%d terms in 6s; want many hand-offs", m.elections())
+	}
+}
+
+// T2, F5: 200 leases over 10 nodes, three contending for each, on the real
+// server, while nodes stop some of their elections, close and
+// are replaced (handing their leases over gracefully), or are cut off from
+// the server for a lease duration (the others take over once the server
+// expired their sessions): never two valid terms of a name, tokens
+// strictly increase per name, and every lease is held again at the end.
+func TestContentionManyLeases(t *testing.T) {
+	const leases = 200
+	m := newMonitor(t)
+	bs, links, nodes := contenders(t, 10, 5, m)
+	names := make([]string, leases)
+	for i := range names {
+		names[i] = fmt.Sprintf("lease-%03d", i)
+	}
+	// Each lease has three contenders, each node 60 leases: all ten
+	// contending for every lease overloads a 2-core machine's pools under
+	// -race (keep-alives queue behind acquisitions and time out).
+	mine := func(i int) []string {
+		var l []string
+		for j, name := range names {
+			if d := (j - i + len(nodes)) % len(nodes); d < 3 {
+				l = append(l, name)
+			}
+		}
+		return l
+	}
+	for i, n := range nodes {
+		for _, name := range mine(i) {
+			n.start(name)
+		}
+	}
+	held := func() int {
+		seen := map[string]bool{}
+		for _, n := range nodes {
+			for _, name := range n.leading() {
+				seen[name] = true
+			}
+		}
+		return len(seen)
+	}
+	waitFor(t, 20*time.Second, "every lease held", func() bool { return held() == leases })
+	rng := rand.New(rand.NewPCG(3, 4))
+	end := time.Now().Add(6 * time.Second)
+	for round := 0; time.Now().Before(end); round++ {
+		i := rng.IntN(len(nodes))
+		n := nodes[i]
+		switch round % 3 {
+		case 0: // stop and restart a few of its elections
+			for _, name := range n.leading()[:min(5, len(n.leading()))] {
+				n.stop(name)
+				n.start(name)
+			}
+		case 1: // its backend is cut off from the server
+			cutFor(links[i%len(links)], testConfig.LeaseDuration)
+		case 2: // it closes, and a new node takes its place
+			n.close()
+			nodes[i] = newNode(t, n.name+"'", bs[i%len(bs)], m)
+			for _, name := range mine(i) {
+				nodes[i].start(name)
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if !waitUntil(4*testConfig.LeaseDuration+5*time.Second, func() bool { return held() == leases }) {
+		t.Errorf("%d of %d leases held at the end", held(), leases)
+		for _, n := range nodes {
+			s := n.c.Snapshot()
+			t.Logf("node %s: %v, %d leading, last error %v", n.name, s.State, len(n.leading()), s.LastError)
+		}
+	}
+	t.Logf("%d terms of %d leases", m.elections(), leases)
+}
+
+// waitUntil polls cond every few milliseconds until it holds (true) or d
+// passed (false).
+func waitUntil(d time.Duration, cond func() bool) bool {
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
