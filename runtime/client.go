@@ -12,6 +12,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/engine"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // Client is one node's connection to a backend: one session, renewed in the
@@ -109,7 +110,7 @@ func NewClient(b backends.Backend, cfg Config, opts ...Option) (*Client, error) 
 	}
 	c := &Client{
 		backend:  b,
-		cfg:      cfg.withDefaults(),
+		cfg:      vocab.WithDefaults(cfg),
 		logger:   o.logger,
 		observer: o.observer,
 		exec:     o.exec,
@@ -122,7 +123,7 @@ func NewClient(b backends.Backend, cfg Config, opts ...Option) (*Client, error) 
 		events:   newSerialQueue(nil),
 	}
 	c.notes.signal = make(chan struct{}, 1)
-	c.m = engine.New(engine.Config(c.cfg.effective()), o.seed)
+	c.m = engine.New(vocab.Effective(c.cfg), o.seed)
 	c.timer = time.NewTimer(time.Hour)
 	c.timer.Stop()
 	c.wg.Add(1)
@@ -236,7 +237,7 @@ func (c *Client) Close(ctx context.Context) error {
 func (c *Client) Ready(ctx context.Context) error {
 	c.mu.Lock()
 	state, closing, _ := c.m.State()
-	live, closed := c.live, state == engine.Closed || closing
+	live, closed := c.live, state == SessionClosed || closing
 	c.mu.Unlock()
 	if closed {
 		return fmt.Errorf("simba: ready: %w", ErrClosed)

@@ -45,7 +45,6 @@ type started struct {
 	listener Listener     // nil if none
 	task     TaskFunc     // the task, or a schedule's run; nil if none
 	queue    *serialQueue // the listener's dispatcher
-	final    *ScheduleStatus
 }
 
 func newRegistry() registry {
@@ -125,7 +124,7 @@ func (c *Client) flush() {
 		}
 	}
 	state, _, _ := c.m.State()
-	isLive := state == engine.Live || state == engine.Suspended
+	isLive := state == SessionLive || state == SessionSuspended
 	select {
 	case <-c.live:
 		if !isLive {
@@ -142,7 +141,7 @@ func (c *Client) flush() {
 func (c *Client) perform(e *engine.Effect) {
 	if c.shutdown && e.Kind != engine.EffComplete {
 		if e.Kind == engine.EffEvent {
-			logEvent(c.logger, toEvent(e.Event)) // too late for the observer queue
+			logEvent(c.logger, e.Event) // too late for the observer queue
 		}
 		return
 	}
@@ -167,7 +166,7 @@ func (c *Client) perform(e *engine.Effect) {
 		t.id, t.lock = e.Term, e.Lock
 		c.terms[e.Term] = t
 	case engine.EffTermEnded:
-		c.terms[e.Term].end(Reason(e.Reason))
+		c.terms[e.Term].end(e.Reason)
 	case engine.EffDispatch:
 		c.dispatch(e.Contender, c.contenders[e.Contender], c.terms[e.Term], e.Elected)
 	case engine.EffStartTask:
@@ -175,7 +174,7 @@ func (c *Client) perform(e *engine.Effect) {
 	case engine.EffStartRun:
 		c.startRun(e)
 	case engine.EffEvent:
-		ev := toEvent(e.Event)
+		ev := e.Event
 		if ev.Kind == EventSessionRenewed || ev.Kind == EventSessionOpened {
 			close(c.renewed)
 			c.renewed = make(chan struct{})
@@ -335,29 +334,6 @@ func (n *notes) take() []note {
 	clear(n.pending)
 	return out
 }
-
-// toEvent converts the core's event to the runtime's.
-func toEvent(e engine.Event) Event {
-	return Event{Kind: EventKind(e.Kind), Name: e.Name, Token: e.Token, Session: e.Session, State: SessionState(e.State),
-		Reason: Reason(e.Reason), Duration: e.Duration, Err: e.Err, Group: e.Group, Partition: e.Partition}
-}
-
-// The runtime's constants are the core's, value for value: these fail to
-// compile if one list changes without the other.
-var (
-	_ = [1]struct{}{}[ReasonTakenOver-Reason(engine.TakenOver)]
-	_ = [1]struct{}{}[Reason(engine.TakenOver)-ReasonTakenOver]
-	_ = [1]struct{}{}[ReasonStopped-Reason(engine.Stopped)]
-	_ = [1]struct{}{}[SessionClosed-SessionState(engine.Closed)]
-	_ = [1]struct{}{}[SessionState(engine.Closed)-SessionClosed]
-	_ = [1]struct{}{}[SessionLive-SessionState(engine.Live)]
-	_ = [1]struct{}{}[EventRunSucceeded-EventKind(engine.EventRunSucceeded)]
-	_ = [1]struct{}{}[EventKind(engine.EventRunSucceeded)-EventRunSucceeded]
-	_ = [1]struct{}{}[EventSessionOpened-EventKind(engine.EventSessionOpened)]
-	_ = [1]struct{}{}[RoleCoolingDown-Role(engine.RoleCoolingDown)]
-	_ = [1]struct{}{}[Role(engine.RoleCoolingDown)-RoleCoolingDown]
-	_ = [1]struct{}{}[RoleCandidate-Role(engine.RoleCandidate)]
-)
 
 // wanted reports whether deliver would do anything with e: an observer
 // sees every event, the logger those of the levels it enables, and a

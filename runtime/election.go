@@ -114,7 +114,7 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 		}
 	}
 	if o.taskEndCooldown < 0 {
-		return nil, &ConfigError{"WithTaskEndCooldown", o.taskEndCooldown.String(), ">= 0"}
+		return nil, &ConfigError{Field: "WithTaskEndCooldown", Value: o.taskEndCooldown.String(), Want: ">= 0"}
 	}
 	var st *started // none for an election without listener or task (see started)
 	if l != nil || o.task != nil {
@@ -176,7 +176,7 @@ func (e *Election) Stop(ctx context.Context) error {
 // to move leadership away before a deploy or to drain a node.
 func (e *Election) StepDown(ctx context.Context, cooldown time.Duration) error {
 	if cooldown < 0 {
-		return &ConfigError{"cooldown", cooldown.String(), ">= 0"}
+		return &ConfigError{Field: "cooldown", Value: cooldown.String(), Want: ">= 0"}
 	}
 	e.client.mu.Lock()
 	stopped := e.client.m.Stopped(e.id)

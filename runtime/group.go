@@ -8,6 +8,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/engine"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // PartitionFunc is the work of one partition of a group: it gets the
@@ -63,10 +64,10 @@ func (c *Client) StartGroup(name string, partitions int, s Schedule, fn Partitio
 	if err := backends.ValidateGroup(name, partitions); err != nil {
 		return nil, fmt.Errorf("simba: start group: %w", err)
 	}
-	if err := s.validate(c.cfg, true); err != nil {
+	if err := validateSchedule(s, c.cfg, true); err != nil {
 		return nil, fmt.Errorf("simba: start group %q: %w", name, err)
 	}
-	if _, ok := c.backend.(backends.StoreClock); !s.once() && !ok {
+	if _, ok := c.backend.(backends.StoreClock); !vocab.Once(s) && !ok {
 		return nil, fmt.Errorf("simba: start group %q: the backend (%T) has no store clock to number slots with", name, c.backend)
 	}
 	var (
@@ -76,7 +77,7 @@ func (c *Client) StartGroup(name string, partitions int, s Schedule, fn Partitio
 	c.apply(func(now mono) {
 		id = engine.GroupID(c.newID())
 		c.groupFns[id] = fn
-		if err = c.m.Step(now, engine.StartGroup{ID: id, Name: name, N: partitions, Schedule: engine.Schedule(s)}); err != nil {
+		if err = c.m.Step(now, engine.StartGroup{ID: id, Name: name, N: partitions, Schedule: s}); err != nil {
 			delete(c.groupFns, id)
 		}
 	})
@@ -107,7 +108,7 @@ func (g *Group) Stop(ctx context.Context) error { return g.client.stopGroup(ctx,
 // group).
 func (g *Group) StepDown(ctx context.Context, cooldown time.Duration) error {
 	if cooldown < 0 {
-		return &ConfigError{"cooldown", cooldown.String(), ">= 0"}
+		return &ConfigError{Field: "cooldown", Value: cooldown.String(), Want: ">= 0"}
 	}
 	g.client.mu.Lock()
 	removed := g.client.m.GroupRemoved(g.id)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
 // Holder describes who holds a lease, as [Client.Holder] and
@@ -107,7 +106,7 @@ func (c *Client) currentSession() (s backends.Session, id backends.SessionID, pe
 	live <-chan struct{}, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if state, closing, _ := c.m.State(); state == engine.Closed || closing {
+	if state, closing, _ := c.m.State(); state == SessionClosed || closing {
 		return nil, "", 0, nil, ErrClosed
 	}
 	if gen, sid, p, ok := c.m.Session(); ok {
@@ -158,7 +157,7 @@ func (c *Client) WatchHolder(ctx context.Context, name string) (<-chan Holder, e
 	}
 	ch := make(chan Holder, 1)
 	c.mu.Lock()
-	if state, closing, _ := c.m.State(); c.shutdown || state == engine.Closed || closing {
+	if state, closing, _ := c.m.State(); c.shutdown || state == SessionClosed || closing {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("simba: watch holder of %q: %w", name, ErrClosed)
 	}

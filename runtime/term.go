@@ -17,41 +17,6 @@ import (
 // recipes take [Term.Token] without conversion.
 type Token = backends.Token
 
-// Reason says why a term ended (T4). A Reason is also an error, so that
-// it can be the cause of the term's context:
-//
-//	errors.Is(context.Cause(t.Context()), runtime.ReasonDeadlinePassed)
-type Reason int32
-
-const (
-	// ReasonNotEnded is the Reason of a term that has not ended.
-	ReasonNotEnded Reason = iota
-	// ReasonStopped: the election was stopped, the lock released, or the client closed.
-	ReasonStopped
-	// ReasonSteppedDown: the election stepped down.
-	ReasonSteppedDown
-	// ReasonDeadlinePassed: the session's local deadline passed with no successful renewal.
-	ReasonDeadlinePassed
-	// ReasonSessionExpired: the backend reported the session expired.
-	ReasonSessionExpired
-	// ReasonTakenOver: a renewal showed the lease is no longer this session's.
-	ReasonTakenOver
-)
-
-var reasonNames = [...]string{"not ended", "stopped", "stepped down", "deadline passed", "session expired", "taken over"}
-
-// String returns the reason in words, as in "deadline passed".
-func (r Reason) String() string {
-	if r < 0 || int(r) >= len(reasonNames) {
-		return "unknown reason"
-	}
-	return reasonNames[r]
-}
-
-// Error makes a Reason usable as a context cancellation cause; it is the same
-// as String, so that a Reason prints as words either way.
-func (r Reason) Error() string { return r.String() }
-
 // mono is a point on the client's monotonic clock, as the time elapsed since
 // the client was created. The engine never reads a wall clock.
 type mono = time.Duration
