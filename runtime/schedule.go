@@ -102,31 +102,3 @@ func (s *ScheduledTask) Stop(ctx context.Context) error { return s.e.Stop(ctx) }
 func (s *ScheduledTask) StepDown(ctx context.Context, cooldown time.Duration) error {
 	return s.e.StepDown(ctx, cooldown)
 }
-
-// ScheduleRecord is what a schedule records beside its lease, in the
-// lease's value, after each successful run: the record a node elected next
-// reads to know what not to run again. Status tools read it from the store
-// (backends.LeaseInfo.Value) with [DecodeScheduleValue].
-type ScheduleRecord struct {
-	// Kind is "rate" for a fixed-rate schedule, "delay" for a fixed-delay
-	// one.
-	Kind string
-	// At is, for "rate", the start of the last slot whose run succeeded;
-	// for "delay", when the last successful run ended. Both are on the
-	// store's clock, to the millisecond.
-	At time.Time
-}
-
-// DecodeScheduleValue decodes the value a schedule writes beside its lease
-// ("simba/v1 rate <unix ms>" or "simba/v1 delay <unix ms>"). It reports
-// false for any other value: a lease that no schedule ran under, or a value
-// written by something else. The format is stored, so it is stable across
-// versions: a new version reads what an older one wrote.
-func DecodeScheduleValue(v []byte) (ScheduleRecord, bool) {
-	for _, kind := range [...]string{"rate", "delay"} {
-		if at, ok := engine.DecodeRecord(v, kind); ok {
-			return ScheduleRecord{Kind: kind, At: at}, true
-		}
-	}
-	return ScheduleRecord{}, false
-}

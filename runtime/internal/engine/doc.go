@@ -17,8 +17,9 @@
 // same inputs at the same times and the same seed it makes the same
 // decisions, byte for byte (describe.go prints them), so that a simulator
 // can drive several machines through many seeded schedules on virtual time.
-// purity_test.go parses the package, and the vocabulary it shares with the
-// runtime (runtime/internal/vocab), and fails on a go statement, a clock
+// purity_test.go parses the package, the vocabulary it shares with the
+// runtime (runtime/internal/vocab) and the schedule record it reads and
+// writes (internal/schedulerecord), and fails on a go statement, a clock
 // read, a timer, an unseeded random number, or an import of sync, context,
 // os or net.
 //

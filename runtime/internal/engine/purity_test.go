@@ -13,14 +13,15 @@ import (
 
 // The core's contract (doc.go): no goroutines, no clock, no timers, no
 // randomness but the seed, nothing that shares memory or does I/O. This
-// parses the package's own files, and those of the vocabulary it shares
-// with the runtime (runtime/internal/vocab), and fails on any of them, so
+// parses the package's own files, those of the vocabulary it shares with
+// the runtime (runtime/internal/vocab) and those of the schedule record it
+// reads and writes (internal/schedulerecord), and fails on any of them, so
 // the contract cannot erode one convenient call at a time.
 func TestPurity(t *testing.T) {
 	for _, pkg := range []struct {
 		name, dir string
 		minFiles  int
-	}{{"engine", ".", 10}, {"vocab", "../vocab", 5}} {
+	}{{"engine", ".", 10}, {"vocab", "../vocab", 5}, {"schedulerecord", "../../../internal/schedulerecord", 1}} {
 		t.Run(pkg.name, func(t *testing.T) { checkPure(t, pkg.dir, pkg.minFiles) })
 	}
 }

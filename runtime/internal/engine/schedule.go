@@ -2,11 +2,10 @@ package engine
 
 import (
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/internal/schedulerecord"
 	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
@@ -49,7 +48,7 @@ const (
 // run is the planner of one scheduled term's runs.
 type run struct {
 	spec    vocab.Schedule
-	kind    string    // "rate" or "delay", as recorded
+	kind    string    // schedulerecord.Rate or Delay, as recorded
 	last    time.Time // the last slot (rate) or end (delay) recorded, if hasLast
 	hasLast bool
 	firstAt Mono  // no run before (the initial delay)
@@ -59,31 +58,6 @@ type run struct {
 	failed  error // runRecordWait: the run's error
 	cancel  bool  // runRecordWait: it matched context.Canceled
 	status  *RunStatus
-}
-
-// The lease value a schedule records: "simba/v1 rate <unix ms>" or
-// "simba/v1 delay <unix ms>".
-const recordPrefix = "simba/v1 "
-
-// EncodeRecord returns the lease value that records a run: for kind "rate"
-// the start of its slot, for "delay" its end, in Unix milliseconds of the
-// store's clock.
-func EncodeRecord(kind string, at time.Time) []byte {
-	return []byte(recordPrefix + kind + " " + strconv.FormatInt(at.UnixMilli(), 10))
-}
-
-// DecodeRecord reads a lease value written by EncodeRecord for kind; ok is
-// false for any other value.
-func DecodeRecord(v []byte, kind string) (at time.Time, ok bool) {
-	rest, ok := strings.CutPrefix(string(v), recordPrefix+kind+" ")
-	if !ok {
-		return time.Time{}, false
-	}
-	ms, err := strconv.ParseInt(rest, 10, 64)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return time.UnixMilli(ms), true
 }
 
 func floorDiv(a, b int64) int64 {
@@ -113,11 +87,11 @@ func (m *Machine) startWork(c *contender, t *term, value []byte) {
 	s, status := c.spec()
 	switch {
 	case c.kind == KindSchedule || c.group != nil && !vocab.Once(s):
-		r := &run{spec: s, kind: "rate", firstAt: m.now + s.Initial, status: status}
+		r := &run{spec: s, kind: schedulerecord.Rate, firstAt: m.now + s.Initial, status: status}
 		if s.Delay > 0 {
-			r.kind = "delay"
+			r.kind = schedulerecord.Delay
 		}
-		r.last, r.hasLast = DecodeRecord(value, r.kind)
+		r.last, r.hasLast = schedulerecord.DecodeKind(value, r.kind)
 		t.run = r
 		m.planRun(t)
 	case c.group != nil && s.Initial > 0:
@@ -294,7 +268,7 @@ func (m *Machine) record(t *term, err error, canceled bool) {
 		return
 	}
 	r.state = runRecording
-	m.send(Request{Kind: ReqPutValue, Gen: s.gen, Name: t.c.name, Token: t.token, Value: EncodeRecord(r.kind, at),
+	m.send(Request{Kind: ReqPutValue, Gen: s.gen, Name: t.c.name, Token: t.token, Value: schedulerecord.Encode(r.kind, at),
 		Timeout: s.period}, &pendingReq{t: t})
 }
 
