@@ -36,6 +36,10 @@ var (
 	// is backends.ErrLeaseHeld.
 	ErrLeaseHeld = backends.ErrLeaseHeld
 
+	// ErrStopped reports a call on an election, a schedule or a group that
+	// was stopped.
+	ErrStopped = errors.New("election stopped")
+
 	// ErrNotOwner reports a term passed to a client that did not create it.
 	ErrNotOwner = errors.New("term belongs to another client")
 )

@@ -11,16 +11,12 @@ import (
 	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
-// PartitionFunc is the work of one partition of a group: it gets the
-// partition's term (its own token) and index.
-type PartitionFunc func(ctx context.Context, t *Term, partition int) error
-
 // Group is a partition group joined by a client. Create it with
 // [Client.StartGroup].
 type Group struct {
-	client *Client
-	id     engine.GroupID
-	name   string
+	d    *driver
+	id   engine.GroupID
+	name string
 }
 
 // StartGroup joins the partition group name, whose partition i is the lease
@@ -67,24 +63,14 @@ func (c *Client) StartGroup(name string, partitions int, s Schedule, fn Partitio
 	if err := validateSchedule(s, c.cfg, true); err != nil {
 		return nil, fmt.Errorf("simba: start group %q: %w", name, err)
 	}
-	if _, ok := c.backend.(backends.StoreClock); !vocab.Once(s) && !ok {
-		return nil, fmt.Errorf("simba: start group %q: the backend (%T) has no store clock to number slots with", name, c.backend)
+	if _, ok := c.d.backend.(backends.StoreClock); !vocab.Once(s) && !ok {
+		return nil, fmt.Errorf("simba: start group %q: the backend (%T) has no store clock to number slots with", name, c.d.backend)
 	}
-	var (
-		id  engine.GroupID
-		err error
-	)
-	c.apply(func(now mono) {
-		id = engine.GroupID(c.newID())
-		c.groupFns[id] = fn
-		if err = c.m.Step(now, engine.StartGroup{ID: id, Name: name, N: partitions, Schedule: s}); err != nil {
-			delete(c.groupFns, id)
-		}
-	})
+	id, err := c.d.startGroup(engine.StartGroup{Name: name, N: partitions, Schedule: s}, fn)
 	if err != nil {
 		return nil, fmt.Errorf("simba: start group %q: %w", name, err)
 	}
-	return &Group{client: c, id: id, name: name}, nil
+	return &Group{d: c.d, id: id, name: name}, nil
 }
 
 // Name returns the group's name.
@@ -92,16 +78,15 @@ func (g *Group) Name() string { return g.name }
 
 // Partitions returns the partitions this member holds a valid term for, in
 // ascending order.
-func (g *Group) Partitions() []int {
-	g.client.mu.Lock()
-	defer g.client.mu.Unlock()
-	return g.client.m.HeldPartitions(g.id)
+func (g *Group) Partitions() (held []int) {
+	g.d.query(func(m *engine.Machine) { held = m.HeldPartitions(g.id) })
+	return held
 }
 
 // Stop hands every partition over with the hand-off order and leaves the
 // group; ctx bounds only the wait. Called from inside a partition task (with
 // its context), it queues the stop and returns nil (L5).
-func (g *Group) Stop(ctx context.Context) error { return g.client.stopGroup(ctx, g.id, false, 0) }
+func (g *Group) Stop(ctx context.Context) error { return g.d.stopGroup(ctx, g.id, false, 0) }
 
 // StepDown hands every partition over and leaves the group for cooldown,
 // then joins again (§13: a member in a step-down cooldown leaves the
@@ -110,17 +95,10 @@ func (g *Group) StepDown(ctx context.Context, cooldown time.Duration) error {
 	if cooldown < 0 {
 		return &ConfigError{Field: "cooldown", Value: cooldown.String(), Want: ">= 0"}
 	}
-	g.client.mu.Lock()
-	removed := g.client.m.GroupRemoved(g.id)
-	g.client.mu.Unlock()
+	var removed bool
+	g.d.query(func(m *engine.Machine) { removed = m.GroupRemoved(g.id) })
 	if removed {
 		return fmt.Errorf("simba: step down group %q: %w", g.name, ErrStopped)
 	}
-	return g.client.stopGroup(ctx, g.id, true, cooldown)
-}
-
-func (c *Client) stopGroup(ctx context.Context, id engine.GroupID, stepDown bool, cooldown time.Duration) error {
-	return c.await(ctx, func(w engine.Waiter) engine.Input {
-		return engine.StopGroup{ID: id, StepDown: stepDown, Cooldown: cooldown, Waiter: w}
-	})
+	return g.d.stopGroup(ctx, g.id, true, cooldown)
 }

@@ -56,24 +56,22 @@ func (c *Client) StartSchedule(name string, s Schedule, fn TaskFunc) (*Scheduled
 	if err := validateSchedule(s, c.cfg, false); err != nil {
 		return nil, fmt.Errorf("simba: start schedule %q: %w", name, err)
 	}
-	if _, ok := c.backend.(backends.StoreClock); !ok {
-		return nil, fmt.Errorf("simba: start schedule %q: the backend (%T) has no store clock to number slots with", name, c.backend)
+	if _, ok := c.d.backend.(backends.StoreClock); !ok {
+		return nil, fmt.Errorf("simba: start schedule %q: the backend (%T) has no store clock to number slots with", name, c.d.backend)
 	}
-	st := &started{task: fn}
 	in := engine.Start{Name: name, Kind: engine.KindSchedule, TaskEndCooldown: c.cfg.RenewInterval,
 		Schedule: s}
-	e, err := c.startContender("start schedule", in, st)
+	id, err := c.d.start(in, &started{task: fn})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("simba: start schedule %q: %w", name, err)
 	}
-	return &ScheduledTask{e: e, st: st}, nil
+	return &ScheduledTask{e: &Election{d: c.d, id: id, name: name}}, nil
 }
 
 // ScheduledTask is a schedule started on a client with [Client.StartSchedule]:
 // an election whose terms run the schedule's work.
 type ScheduledTask struct {
-	e  *Election
-	st *started
+	e *Election
 }
 
 // Name returns the lease name.
@@ -84,11 +82,8 @@ func (s *ScheduledTask) Term() *Term { return s.e.Term() }
 
 // Status returns the schedule's next and last runs, over every term of this
 // client.
-func (s *ScheduledTask) Status() ScheduleStatus {
-	c := s.e.client
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	st, _ := c.m.ScheduleStatus(s.e.id, c.epoch)
+func (s *ScheduledTask) Status() (st ScheduleStatus) {
+	s.e.d.query(func(m *engine.Machine) { st, _ = m.ScheduleStatus(s.e.id, s.e.d.epoch) })
 	return st
 }
 

@@ -7,15 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/engine"
 )
-
-// Token is a fencing token (§7): greater than zero, constant within a
-// term, strictly increasing across the terms of one name. Pass it with every
-// write to a protected resource. It is backends.Token, so that fencing
-// recipes take [Term.Token] without conversion.
-type Token = backends.Token
 
 // mono is a point on the client's monotonic clock, as the time elapsed since
 // the client was created. The engine never reads a wall clock.
@@ -46,7 +39,7 @@ func (d *deadline) set(t mono) { d.at.Store(int64(t)) }
 type Term struct {
 	name     string
 	token    Token
-	owner    *Client
+	owner    *driver   // the driver of the client that made it, for Unlock's check
 	deadline *deadline // the session's; frozen once the session ended
 
 	ended    atomic.Bool
@@ -68,7 +61,7 @@ type termSignals struct {
 	cancel context.CancelCauseFunc
 }
 
-func newTerm(owner *Client, name string, token Token, d *deadline) *Term {
+func newTerm(owner *driver, name string, token Token, d *deadline) *Term {
 	return &Term{name: name, token: token, owner: owner, deadline: d}
 }
 

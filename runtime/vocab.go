@@ -1,12 +1,22 @@
 package runtime
 
-import "github.com/simba-go/simba/runtime/internal/vocab"
+import (
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/vocab"
+)
 
 // The words the runtime shares with its engine (runtime/internal/engine)
 // are declared once, in runtime/internal/vocab, and re-exported here under
 // their own names: each type below is that type, so that a value crosses
 // from the engine to the caller without conversion. Their methods (String,
-// Error, Validate) are documented with each alias.
+// Error, Validate) are documented with each alias. Token, first, is the
+// backends' own.
+
+// Token is a fencing token (§7): greater than zero, constant within a
+// term, strictly increasing across the terms of one name. Pass it with every
+// write to a protected resource. It is backends.Token, so that fencing
+// recipes take [Term.Token] without conversion.
+type Token = backends.Token
 
 // Reason says why a term ended (T4). A Reason is also an error — its Error
 // method returns its String, the reason in words, as in "deadline passed" —
