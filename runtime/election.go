@@ -36,9 +36,7 @@ func WithTaskEndCooldown(d time.Duration) ElectionOption {
 // Election is a named election started on a client. Create it with
 // [Client.StartElection].
 type Election struct {
-	d    *driver
-	id   engine.ContenderID
-	name string
+	handle
 }
 
 // StartElection makes this node a candidate for the lease name: it tries to
@@ -72,14 +70,14 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 	if err != nil {
 		return nil, fmt.Errorf("simba: start election %q: %w", name, err)
 	}
-	return &Election{d: c.d, id: id, name: name}, nil
+	return &Election{handle{d: c.d, name: name, id: id}}, nil
 }
 
 // Name returns the lease name.
 func (e *Election) Name() string { return e.name }
 
 // Term returns the term this node currently holds, or nil.
-func (e *Election) Term() *Term { return e.d.leaderTerm(e.id) }
+func (e *Election) Term() *Term { return e.term() }
 
 // Stop ends the election with the hand-off order (H1): the term is
 // revoked, its task cancelled and awaited (at most until the validity the
@@ -88,23 +86,13 @@ func (e *Election) Term() *Term { return e.d.leaderTerm(e.id) }
 // ctx bounds only the wait, never the order. Called from inside a callback
 // or task, Stop queues the request and returns nil (L5). Stopping a stopped
 // election returns nil.
-func (e *Election) Stop(ctx context.Context) error {
-	return e.d.stop(ctx, e.id, false, 0)
-}
+func (e *Election) Stop(ctx context.Context) error { return e.stop(ctx) }
 
 // StepDown hands the lease over like Stop, but keeps the election started: it
 // contends again cooldown after the moment it stepped down (H4). Use it
 // to move leadership away before a deploy or to drain a node.
 func (e *Election) StepDown(ctx context.Context, cooldown time.Duration) error {
-	if cooldown < 0 {
-		return &ConfigError{Field: "cooldown", Value: cooldown.String(), Want: ">= 0"}
-	}
-	var stopped bool
-	e.d.query(func(m *engine.Machine) { stopped = m.Stopped(e.id) })
-	if stopped {
-		return fmt.Errorf("simba: step down %q: %w", e.name, ErrStopped)
-	}
-	return e.d.stop(ctx, e.id, true, cooldown)
+	return e.stepDown(ctx, cooldown)
 }
 
 // RunWhileLeader runs fn each time this node is elected for name, with the

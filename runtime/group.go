@@ -14,9 +14,7 @@ import (
 // Group is a partition group joined by a client. Create it with
 // [Client.StartGroup].
 type Group struct {
-	d    *driver
-	id   engine.GroupID
-	name string
+	handle
 }
 
 // StartGroup joins the partition group name, whose partition i is the lease
@@ -70,7 +68,7 @@ func (c *Client) StartGroup(name string, partitions int, s Schedule, fn Partitio
 	if err != nil {
 		return nil, fmt.Errorf("simba: start group %q: %w", name, err)
 	}
-	return &Group{d: c.d, id: id, name: name}, nil
+	return &Group{handle{d: c.d, name: name, group: id}}, nil
 }
 
 // Name returns the group's name.
@@ -79,26 +77,18 @@ func (g *Group) Name() string { return g.name }
 // Partitions returns the partitions this member holds a valid term for, in
 // ascending order.
 func (g *Group) Partitions() (held []int) {
-	g.d.query(func(m *engine.Machine) { held = m.HeldPartitions(g.id) })
+	g.d.query(func(m *engine.Machine) { held = m.HeldPartitions(g.group) })
 	return held
 }
 
 // Stop hands every partition over with the hand-off order and leaves the
 // group; ctx bounds only the wait. Called from inside a partition task (with
 // its context), it queues the stop and returns nil (L5).
-func (g *Group) Stop(ctx context.Context) error { return g.d.stopGroup(ctx, g.id, false, 0) }
+func (g *Group) Stop(ctx context.Context) error { return g.stop(ctx) }
 
 // StepDown hands every partition over and leaves the group for cooldown,
 // then joins again (§13: a member in a step-down cooldown leaves the
 // group).
 func (g *Group) StepDown(ctx context.Context, cooldown time.Duration) error {
-	if cooldown < 0 {
-		return &ConfigError{Field: "cooldown", Value: cooldown.String(), Want: ">= 0"}
-	}
-	var removed bool
-	g.d.query(func(m *engine.Machine) { removed = m.GroupRemoved(g.id) })
-	if removed {
-		return fmt.Errorf("simba: step down group %q: %w", g.name, ErrStopped)
-	}
-	return g.d.stopGroup(ctx, g.id, true, cooldown)
+	return g.stepDown(ctx, cooldown)
 }

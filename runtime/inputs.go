@@ -103,20 +103,6 @@ func (d *driver) await(ctx context.Context, input func(w engine.Waiter) engine.I
 	return err
 }
 
-// stop steps the Stop of contender id and waits for it (see await).
-func (d *driver) stop(ctx context.Context, id engine.ContenderID, stepDown bool, cooldown time.Duration) error {
-	return d.await(ctx, func(w engine.Waiter) engine.Input {
-		return engine.Stop{ID: id, StepDown: stepDown, Cooldown: cooldown, Waiter: w}
-	})
-}
-
-// stopGroup steps the StopGroup of group id and waits for it (see await).
-func (d *driver) stopGroup(ctx context.Context, id engine.GroupID, stepDown bool, cooldown time.Duration) error {
-	return d.await(ctx, func(w engine.Waiter) engine.Input {
-		return engine.StopGroup{ID: id, StepDown: stepDown, Cooldown: cooldown, Waiter: w}
-	})
-}
-
 // close steps the core's Close and waits, up to ctx's end, until every
 // goroutine of the driver has ended. Called from inside a callback or task,
 // it returns once the Close is stepped (L5).

@@ -65,35 +65,35 @@ func (c *Client) StartSchedule(name string, s Schedule, fn TaskFunc) (*Scheduled
 	if err != nil {
 		return nil, fmt.Errorf("simba: start schedule %q: %w", name, err)
 	}
-	return &ScheduledTask{e: &Election{d: c.d, id: id, name: name}}, nil
+	return &ScheduledTask{handle{d: c.d, name: name, id: id}}, nil
 }
 
 // ScheduledTask is a schedule started on a client with [Client.StartSchedule]:
 // an election whose terms run the schedule's work.
 type ScheduledTask struct {
-	e *Election
+	handle
 }
 
 // Name returns the lease name.
-func (s *ScheduledTask) Name() string { return s.e.Name() }
+func (s *ScheduledTask) Name() string { return s.name }
 
 // Term returns the term this node currently holds, or nil.
-func (s *ScheduledTask) Term() *Term { return s.e.Term() }
+func (s *ScheduledTask) Term() *Term { return s.term() }
 
 // Status returns the schedule's next and last runs, over every term of this
 // client.
 func (s *ScheduledTask) Status() (st ScheduleStatus) {
-	s.e.d.query(func(m *engine.Machine) { st, _ = m.ScheduleStatus(s.e.id, s.e.d.epoch) })
+	s.d.query(func(m *engine.Machine) { st, _ = m.ScheduleStatus(s.id, s.d.epoch) })
 	return st
 }
 
 // Stop ends the schedule with the hand-off order: the run in progress is
 // cancelled and awaited (at most until the term's validity runs out), then
 // the lease is released (H1). ctx bounds only the wait.
-func (s *ScheduledTask) Stop(ctx context.Context) error { return s.e.Stop(ctx) }
+func (s *ScheduledTask) Stop(ctx context.Context) error { return s.stop(ctx) }
 
 // StepDown hands the lease over as Stop does, and keeps the schedule out of
 // the contest for cooldown (H4).
 func (s *ScheduledTask) StepDown(ctx context.Context, cooldown time.Duration) error {
-	return s.e.StepDown(ctx, cooldown)
+	return s.stepDown(ctx, cooldown)
 }
