@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -45,61 +44,44 @@ func leaseCall(k engine.ReqKind) bool {
 	return k == engine.ReqAcquire || k == engine.ReqRelease || k == engine.ReqPutValue
 }
 
-// pendingCall is a backend request the core sent, with what performing it
-// needs.
-type pendingCall struct {
-	req      engine.Request
-	s        backends.Session // nil for an open or a store-clock read
-	deadline time.Time        // when the request was sent, or taken from the queue, plus its timeout (D2)
-}
-
-// inline is what the driver keeps for the API caller whose input is being
-// applied (guarded by c.mu): the calls it makes itself.
-type inline struct {
-	active bool
-	name   string    // the lease whose acquires and releases it makes
-	until  time.Time // the caller's deadline; zero if its context never ends
-	calls  []pendingCall
-}
-
 // send performs an EffSend: it hands the call to the API caller being
-// applied, if it takes it, or starts a goroutine. The caller holds c.mu.
-func (c *Client) send(req engine.Request, s backends.Session) {
-	p := pendingCall{req: req, s: s, deadline: c.epoch.Add(c.sentAt + req.Timeout)}
-	c.wg.Add(1)
-	if in := &c.inl; in.active && (req.Kind == engine.ReqAcquire || req.Kind == engine.ReqRelease) &&
+// applied, if it takes it, or starts a goroutine. The caller holds d.mu.
+func (d *driver) send(req engine.Request, s backends.Session) {
+	p := pendingCall{req: req, s: s, deadline: d.epoch.Add(d.sentAt + req.Timeout)}
+	d.wg.Add(1)
+	if in := &d.inl; in.active && (req.Kind == engine.ReqAcquire || req.Kind == engine.ReqRelease) &&
 		req.Name == in.name && (in.until.IsZero() || !in.until.Before(p.deadline)) {
 		in.calls = append(in.calls, p)
 		return
 	}
-	if lk := c.lockers[req.Name]; lk != nil && req.Kind == engine.ReqAcquire && (lk.until.IsZero() || !lk.until.Before(p.deadline)) {
+	if lk := d.lockers[req.Name]; lk != nil && req.Kind == engine.ReqAcquire && (lk.until.IsZero() || !lk.until.Before(p.deadline)) {
 		select {
 		case lk.calls <- p:
 			return
 		default:
 		}
 	}
-	c.startCall(p)
+	d.startCall(p)
 }
 
 // startCall starts a goroutine for p, or queues it behind the lease calls in
-// flight. The caller holds c.mu.
-func (c *Client) startCall(p pendingCall) {
+// flight. The caller holds d.mu.
+func (d *driver) startCall(p pendingCall) {
 	if leaseCall(p.req.Kind) {
-		if c.leaseCalls >= maxLeaseCalls {
-			c.queued = append(c.queued, p)
+		if d.leaseCalls >= maxLeaseCalls {
+			d.queued = append(d.queued, p)
 			return
 		}
-		c.leaseCalls++
+		d.leaseCalls++
 	}
-	go c.call(p)
+	go d.call(p)
 }
 
 // call performs one backend request on a goroutine of its own and hands
 // the reply to the core; a lease call's goroutine then performs the lease
 // calls queued meanwhile, one after the other, each with its whole timeout
 // from when the goroutine takes it (D2).
-func (c *Client) call(p pendingCall) {
+func (d *driver) call(p pendingCall) {
 	skip := false
 	for {
 		var res engine.Result
@@ -107,18 +89,18 @@ func (c *Client) call(p pendingCall) {
 		if skip {
 			res.Err = errNotSent
 		} else {
-			res, opened = c.invoke(p)
+			res, opened = d.invoke(p)
 		}
 		var next pendingCall
 		more := false
-		c.apply(func(now mono) {
-			c.replied(now, p.req, res, opened)
+		d.apply(func(now mono) {
+			d.replied(now, p.req, res, opened)
 			if leaseCall(p.req.Kind) {
-				next, more = c.nextQueued(now)
-				skip = c.shutdown // the core has closed: it wants no more calls
+				next, more = d.nextQueued(now)
+				skip = d.shutdown // the core has closed: it wants no more calls
 			}
 		})
-		c.wg.Done()
+		d.wg.Done()
 		if !more {
 			return
 		}
@@ -135,24 +117,24 @@ var errNotSent = fmt.Errorf("simba: the call was not made: %w", ErrClosed)
 // goroutine that has finished one, or gives the goroutine's place up if
 // none waits. Calls the core no longer wants are answered on the way,
 // without being made (at most maxUnwantedPerStep; the goroutine then takes
-// the next one whatever it is). The caller holds c.mu.
-func (c *Client) nextQueued(now mono) (pendingCall, bool) {
+// the next one whatever it is). The caller holds d.mu.
+func (d *driver) nextQueued(now mono) (pendingCall, bool) {
 	for answered := 0; ; answered++ {
-		if len(c.queued) == 0 {
-			c.leaseCalls--
+		if len(d.queued) == 0 {
+			d.leaseCalls--
 			return pendingCall{}, false
 		}
-		p := c.queued[0]
-		c.queued[0] = pendingCall{}
-		c.queued = c.queued[1:]
-		if len(c.queued) == 0 {
-			c.queued = nil // let the array go
+		p := d.queued[0]
+		d.queued[0] = pendingCall{}
+		d.queued = d.queued[1:]
+		if len(d.queued) == 0 {
+			d.queued = nil // let the array go
 		}
-		if answered == maxUnwantedPerStep || c.shutdown || c.m.Wanted(p.req.ID) {
+		if answered == maxUnwantedPerStep || d.shutdown || d.m.Wanted(p.req.ID) {
 			return p, true
 		}
-		c.replied(now, p.req, engine.Result{Err: errNotMade}, nil)
-		c.wg.Done()
+		d.replied(now, p.req, engine.Result{Err: errNotMade}, nil)
+		d.wg.Done()
 	}
 }
 
@@ -164,46 +146,46 @@ var errNotMade = fmt.Errorf("simba: %w", engine.ErrNotMade)
 // ctx: the acquires and releases of name that the input (and their replies)
 // send, it makes itself, one after the other, if ctx cannot end before
 // their deadline; the others go to goroutines as usual.
-func (c *Client) applySync(ctx context.Context, name string, input func(now mono)) {
+func (d *driver) applySync(ctx context.Context, name string, input func(now mono)) {
 	until, bounded := ctx.Deadline()
 	if !bounded && ctx.Done() != nil {
-		c.apply(input) // it may end at any moment: it must not wait on a call
+		d.apply(input) // it may end at any moment: it must not wait on a call
 		return
 	}
 	var buf [4]pendingCall
-	c.makeCalls(name, until, c.applyInline(name, until, input, buf[:0]))
+	d.makeCalls(name, until, d.applyInline(name, until, input, buf[:0]))
 }
 
 // makeCalls makes calls, the calls of name handed to an API caller whose
 // context ends no sooner than until, one after the other, applying each
 // reply with the calls it sends in turn.
-func (c *Client) makeCalls(name string, until time.Time, calls []pendingCall) {
+func (d *driver) makeCalls(name string, until time.Time, calls []pendingCall) {
 	for i := 0; i < len(calls); i++ {
 		p := calls[i]
-		res, opened := c.invoke(p)
-		calls = c.applyInline(name, until, func(now mono) { c.replied(now, p.req, res, opened) }, calls)
-		c.wg.Done()
+		res, opened := d.invoke(p)
+		calls = d.applyInline(name, until, func(now mono) { d.replied(now, p.req, res, opened) }, calls)
+		d.wg.Done()
 	}
 }
 
 // applyInline applies input with the calls of name handed to this caller,
 // and appends them to calls.
-func (c *Client) applyInline(name string, until time.Time, input func(now mono), calls []pendingCall) []pendingCall {
-	calls = c.applyInlineLocked(name, until, input, calls)
-	// The events the input caused, this caller delivers (see perform's
-	// EffEvent): a few, before its calls go out; more go to a goroutine.
-	c.events.runHere(inlineEvents)
+func (d *driver) applyInline(name string, until time.Time, input func(now mono), calls []pendingCall) []pendingCall {
+	calls = d.applyInlineLocked(name, until, input, calls)
+	// The events the input caused, this caller delivers (see queueEvent):
+	// a few, before its calls go out; more go to a goroutine.
+	d.events.runHere(inlineEvents)
 	return calls
 }
 
-func (c *Client) applyInlineLocked(name string, until time.Time, input func(now mono), calls []pendingCall) []pendingCall {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in := &c.inl
+func (d *driver) applyInlineLocked(name string, until time.Time, input func(now mono), calls []pendingCall) []pendingCall {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in := &d.inl
 	in.active, in.name, in.until = true, name, until
-	c.sentAt = c.now()
-	input(c.sentAt)
-	c.flush()
+	d.sentAt = d.now()
+	input(d.sentAt)
+	d.flush()
 	calls = append(calls, in.calls...)
 	clear(in.calls)
 	in.active, in.name, in.calls = false, "", in.calls[:0]
@@ -215,13 +197,13 @@ func (c *Client) applyInlineLocked(name string, until time.Time, input func(now 
 const inlineEvents = 8
 
 // invoke makes the backend call of p, bounded by its deadline (D2).
-func (c *Client) invoke(p pendingCall) (res engine.Result, opened backends.Session) {
+func (d *driver) invoke(p pendingCall) (res engine.Result, opened backends.Session) {
 	ctx := &callCtx{deadline: p.deadline}
 	defer ctx.end()
 	req, s := p.req, p.s
 	switch req.Kind {
 	case engine.ReqOpen:
-		opened, res.Renewal, res.Err = c.backend.OpenSession(ctx, backends.SessionOptions{TTL: req.TTL, Identity: c.identity})
+		opened, res.Renewal, res.Err = d.backend.OpenSession(ctx, backends.SessionOptions{TTL: req.TTL, Identity: d.identity})
 		if res.Err == nil {
 			res.Session = opened.ID()
 		}
@@ -244,131 +226,27 @@ func (c *Client) invoke(p pendingCall) (res engine.Result, opened backends.Sessi
 	case engine.ReqMembers:
 		res.View, res.Err = s.Members(ctx, req.Group)
 	case engine.ReqStoreTime:
-		if sc, ok := c.backend.(backends.StoreClock); ok {
+		if sc, ok := d.backend.(backends.StoreClock); ok {
 			res.StoreTime, res.Err = sc.StoreTime(ctx)
 		} else {
-			res.Err = fmt.Errorf("simba: the backend (%T) has no store clock", c.backend)
+			res.Err = fmt.Errorf("simba: the backend (%T) has no store clock", d.backend)
 		}
 	}
 	return res, opened
 }
 
-// replied hands the core the reply to req. The caller holds c.mu.
-func (c *Client) replied(now mono, req engine.Request, res engine.Result, opened backends.Session) {
+// replied hands the core the reply to req. The caller holds d.mu.
+func (d *driver) replied(now mono, req engine.Request, res engine.Result, opened backends.Session) {
 	switch {
 	case opened != nil:
-		c.sessions[req.Gen] = opened
+		d.sessions[req.Gen] = opened
 	case req.Kind == engine.ReqClose:
-		for _, stop := range c.watches[req.Gen] {
+		for _, stop := range d.watches[req.Gen] {
 			stop()
 		}
-		delete(c.watches, req.Gen)
-		delete(c.sessions, req.Gen)
-		delete(c.deadlines, req.Gen)
+		delete(d.watches, req.Gen)
+		delete(d.sessions, req.Gen)
+		delete(d.deadlines, req.Gen)
 	}
-	c.m.StepReply(now, &engine.Reply{ID: req.ID, Result: res})
-}
-
-// callCtx is the context of one backend call: it ends at the call's
-// deadline, or when the call returned. It is context.WithDeadline without
-// the cost a call that never waits does not need: its channel and timer
-// are made only if the backend asks for Done (the memory store only reads
-// Err), and AfterFunc spares a goroutine per context derived from it.
-type callCtx struct {
-	deadline time.Time
-
-	mu    sync.Mutex
-	err   error
-	done  chan struct{}
-	timer *time.Timer
-	after []*afterCall
-}
-
-type afterCall struct {
-	f       func()
-	stopped bool
-}
-
-func (x *callCtx) Deadline() (time.Time, bool) { return x.deadline, true }
-func (x *callCtx) Value(any) any               { return nil }
-
-func (x *callCtx) Err() error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.err == nil && !time.Now().Before(x.deadline) {
-		x.finish(context.DeadlineExceeded)
-	}
-	return x.err
-}
-
-func (x *callCtx) Done() <-chan struct{} {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.done == nil {
-		x.done = make(chan struct{})
-		switch d := time.Until(x.deadline); {
-		case x.err != nil:
-			close(x.done)
-		case d <= 0:
-			x.finish(context.DeadlineExceeded)
-		default:
-			x.timer = time.AfterFunc(d, x.expire)
-		}
-	}
-	return x.done
-}
-
-// AfterFunc is context.AfterFunc's hook (see the context package), so that
-// contexts derived from x need no goroutine to follow it.
-func (x *callCtx) AfterFunc(f func()) (stop func() bool) {
-	a := &afterCall{f: f}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.err != nil {
-		go f()
-		return func() bool { return false }
-	}
-	x.after = append(x.after, a)
-	return func() bool {
-		x.mu.Lock()
-		defer x.mu.Unlock()
-		if a.stopped || x.err != nil {
-			return false
-		}
-		a.stopped = true
-		return true
-	}
-}
-
-func (x *callCtx) expire() {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.finish(context.DeadlineExceeded)
-}
-
-// end cancels x once the call returned.
-func (x *callCtx) end() {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.timer != nil {
-		x.timer.Stop()
-	}
-	x.finish(context.Canceled)
-}
-
-// finish ends x with err, if it has not ended. The caller holds x.mu.
-func (x *callCtx) finish(err error) {
-	if x.err != nil {
-		return
-	}
-	x.err = err
-	if x.done != nil {
-		close(x.done)
-	}
-	for _, a := range x.after {
-		if !a.stopped {
-			go a.f()
-		}
-	}
-	x.after = nil
+	d.m.StepReply(now, &engine.Reply{ID: req.ID, Result: res})
 }

@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"time"
+	"os"
+	"strconv"
 
 	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/runtime/internal/engine"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // Client is one node's connection to a backend: one session, renewed in the
@@ -22,28 +22,9 @@ import (
 // with [Client.Close], which hands over everything it holds. The backend
 // passed to NewClient stays the caller's: Close does not close it.
 type Client struct {
-	backend  backends.Backend
-	cfg      Config
-	logger   *slog.Logger
-	observer Observer
-	exec     func(func()) error
+	cfg      Config // with its defaults applied
 	identity string
-	epoch    time.Time
-
-	mu sync.Mutex
-	m  *engine.Machine // the engine's core; every call under mu
-	registry
-	timer    *time.Timer
-	live     chan struct{} // closed while the session is live
-	renewed  chan struct{} // closed at the next successful renewal
-	shutdown bool
-	quit     chan struct{} // closed when the machine has closed
-
-	notes         notes
-	holderWatches holderWatches
-	events        *serialQueue
-	dones         callbackDones
-	wg            sync.WaitGroup // our goroutines: the loop, backend calls, callbacks, events
+	d        *driver // the engine's driver: the core, the goroutines, the timer (driver.go)
 }
 
 // Option configures a Client.
@@ -77,6 +58,23 @@ func WithCallbackExecutor(exec func(f func()) error) Option {
 	return func(o *options) { o.exec = exec }
 }
 
+// WithIdentity sets the identity the client records with its session, for
+// people: other clients see it as the holder of this client's leases
+// ([Client.Holder]), and status tools show it. It need not be unique. The
+// default is [DefaultIdentity]. It must pass backends.ValidateIdentity (at
+// most 256 bytes of printable UTF-8); NewClient rejects it otherwise.
+func WithIdentity(id string) Option { return func(o *options) { o.identity, o.identitySet = id, true } }
+
+// DefaultIdentity returns the identity of a client made without
+// [WithIdentity]: the host name and the process id, "host/4242".
+func DefaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return host + "/" + strconv.Itoa(os.Getpid())
+}
+
 // NewClient validates cfg (the zero Config means [DefaultConfig]) and starts a
 // client on b: it opens a session in the background and keeps it alive. Use
 // [Client.Ready] to wait until the session is open.
@@ -107,97 +105,17 @@ func NewClient(b backends.Backend, cfg Config, opts ...Option) (*Client, error) 
 		_, _ = crand.Read(b[:])
 		o.seed = binary.LittleEndian.Uint64(b[:])
 	}
-	c := &Client{
-		backend:  b,
-		cfg:      cfg.withDefaults(),
-		logger:   o.logger,
-		observer: o.observer,
-		exec:     o.exec,
-		identity: o.identity,
-		epoch:    time.Now(),
-		registry: newRegistry(),
-		live:     make(chan struct{}),
-		renewed:  make(chan struct{}),
-		quit:     make(chan struct{}),
-		events:   newSerialQueue(nil),
-	}
-	c.notes.signal = make(chan struct{}, 1)
-	c.m = engine.New(engine.Config(c.cfg.effective()), o.seed)
-	c.timer = time.NewTimer(time.Hour)
-	c.timer.Stop()
-	c.wg.Add(1)
-	go c.loop()
-	c.apply(c.m.Tick)
+	c := &Client{cfg: vocab.WithDefaults(cfg), identity: o.identity}
+	c.d = newDriver(driverConfig{backend: b, cfg: vocab.Effective(c.cfg), seed: o.seed, identity: o.identity,
+		logger: o.logger, observer: o.observer, exec: o.exec})
 	return c, nil
 }
 
 // Config returns the client's configuration, with defaults applied.
 func (c *Client) Config() Config { return c.cfg }
 
-type waitResult struct {
-	term *Term
-	err  error
-}
-
-// wait waits for w, or for ctx.
-func wait(ctx context.Context, w chan waitResult) (waitResult, error) {
-	select {
-	case r := <-w:
-		return r, r.err
-	case <-ctx.Done():
-		return waitResult{}, ctx.Err()
-	}
-}
-
-// waitReuse is wait for a waiter's channel that nothing else holds: once
-// its one result has been received, the channel is kept for the next
-// waiter (a channel of a pointer type costs two allocations).
-func (c *Client) waitReuse(ctx context.Context, w chan waitResult) (waitResult, error) {
-	select {
-	case r := <-w:
-		c.reuseWaiter(w)
-		return r, r.err
-	case <-ctx.Done():
-		return waitResult{}, ctx.Err()
-	}
-}
-
-// reuseWaiter keeps w, received from, for a later waiter.
-func (c *Client) reuseWaiter(w chan waitResult) {
-	c.mu.Lock()
-	if len(c.freeWaits) < cap(c.freeWaits) {
-		c.freeWaits = append(c.freeWaits, w)
-	}
-	c.mu.Unlock()
-}
-
-// await steps an input that completes a waiter, and waits for it or for
-// ctx. Called with a context the engine gave a callback or task, it steps
-// the input without a waiter and returns nil at once: waiting there could
-// wait for the caller itself (L5).
-func (c *Client) await(ctx context.Context, input func(w engine.Waiter) engine.Input) error {
-	if c.inside(ctx) {
-		c.step(input(0))
-		return nil
-	}
-	var ch chan waitResult
-	c.apply(func(now mono) {
-		var w engine.Waiter
-		w, ch = c.newWaiter()
-		c.m.Step(now, input(w))
-	})
-	_, err := c.waitReuse(ctx, ch)
-	return err
-}
-
-// insideKey marks the contexts the engine passes to callbacks and tasks, so
-// that a Stop, StepDown or Close called with them does not wait for itself
-// (L5).
-type insideKey struct{}
-
-func (c *Client) inside(ctx context.Context) bool {
-	return ctx != nil && ctx.Value(insideKey{}) == c
-}
+// Identity returns the identity the client records with its session.
+func (c *Client) Identity() string { return c.identity }
 
 // Close stops every election, lock, schedule and group of the client with
 // the hand-off order (in that order), closes the session so that the backend
@@ -215,42 +133,23 @@ func (c *Client) inside(ctx context.Context) bool {
 // every term and lets the session's close release them all at once, rather
 // than one release each; each revoked callback still follows the release.
 func (c *Client) Close(ctx context.Context) error {
-	if err := c.await(ctx, func(w engine.Waiter) engine.Input { return engine.Close{Waiter: w} }); err != nil {
+	if err := c.d.close(ctx); err != nil {
 		return fmt.Errorf("simba: close: %w", err)
 	}
-	if c.inside(ctx) {
-		return nil // closing goes on; waiting for our goroutines would wait for the caller
-	}
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("simba: close: %w", ctx.Err())
-	}
+	return nil
 }
 
 // Ready waits until the client has a live session, and returns nil; or until
 // ctx ends, and returns an error that includes the backend's last error.
 func (c *Client) Ready(ctx context.Context) error {
-	c.mu.Lock()
-	state, closing, _ := c.m.State()
-	live, closed := c.live, state == engine.Closed || closing
-	c.mu.Unlock()
-	if closed {
-		return fmt.Errorf("simba: ready: %w", ErrClosed)
-	}
-	select {
-	case <-live:
+	last, err := c.d.awaitLive(ctx)
+	switch {
+	case err == nil:
 		return nil
-	case <-ctx.Done():
-		c.mu.Lock()
-		_, _, last := c.m.State()
-		c.mu.Unlock()
-		if last != nil {
-			return fmt.Errorf("simba: no live session: %w (last backend error: %v)", ctx.Err(), last)
-		}
-		return fmt.Errorf("simba: no live session: %w", ctx.Err())
+	case errors.Is(err, ErrClosed):
+		return fmt.Errorf("simba: ready: %w", err)
+	case last != nil:
+		return fmt.Errorf("simba: no live session: %w (last backend error: %v)", err, last)
 	}
+	return fmt.Errorf("simba: no live session: %w", err)
 }

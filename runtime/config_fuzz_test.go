@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // FuzzConfigValidate: Validate never panics, whatever the fields hold; it
@@ -32,13 +34,13 @@ func FuzzConfigValidate(f *testing.F) {
 			}
 			return
 		}
-		e := c.effective()
+		e := vocab.Effective(c)
 		switch {
 		case e.LeaseDuration <= 0, e.RenewInterval <= 0, e.MinBackoff <= 0, e.MinBackoff > e.RenewInterval,
 			!(e.Drift >= 0 && e.Drift < 0.5), e.Margin < 0, e.RetryJitter < 0:
 			t.Fatalf("Validate accepted %+v, which runs as %+v: a field out of range", c, e)
 		}
-		if local := e.localValidity(e.LeaseDuration); local <= 0 || 2*e.RenewInterval > local {
+		if local := vocab.LocalValidity(e, e.LeaseDuration); local <= 0 || 2*e.RenewInterval > local {
 			t.Fatalf("Validate accepted %+v, which runs as %+v: 2 × RenewInterval > local validity %v (C1)", c, e, local)
 		}
 	})

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // C1: DefaultConfig gives the defaults of §5.
@@ -24,7 +26,7 @@ func TestDefaultConfig(t *testing.T) {
 	if err := got.Validate(); err != nil {
 		t.Fatalf("DefaultConfig().Validate() = %v", err)
 	}
-	if (Config{}).withDefaults() != want {
+	if vocab.WithDefaults(Config{}) != want {
 		t.Fatalf("the zero Config does not mean DefaultConfig")
 	}
 	if err := (Config{}).Validate(); err != nil {
@@ -72,12 +74,12 @@ func TestConfigPartial(t *testing.T) {
 			if err := tc.in.Validate(); err != nil {
 				t.Fatalf("Validate(%+v) = %v; want nil", tc.in, err)
 			}
-			if got := tc.in.withDefaults(); got != tc.want {
+			if got := vocab.WithDefaults(tc.in); got != tc.want {
 				t.Errorf("with defaults: %+v; want %+v", got, tc.want)
 			}
 		})
 	}
-	e := Config{LeaseDuration: 3 * time.Second, Drift: -1, Margin: -1, RetryJitter: -1}.effective()
+	e := vocab.Effective(Config{LeaseDuration: 3 * time.Second, Drift: -1, Margin: -1, RetryJitter: -1})
 	if e.Drift != 0 || e.Margin != 0 || e.RetryJitter != 0 {
 		t.Errorf("effective config of negative (none) values = %+v; want them zero", e)
 	}

@@ -127,5 +127,10 @@
 // The engine is a deterministic state machine with no goroutines, clocks or
 // I/O of its own, driven by a thin layer of goroutines that performs the
 // backend calls and owns the timers — the shape of etcd's raft package — so
-// that a seeded simulator can drive it through many schedules.
+// that a seeded simulator can drive it through many schedules. A [Client]
+// holds that driver and only hands it inputs. The words the engine and this
+// package share — [Reason], [SessionState], [Role], [Event], [Config],
+// [Schedule], [Snapshot] and its entries — are declared once, in an internal
+// package, and appear here as aliases (type Reason = vocab.Reason): their
+// fields are listed in each one's documentation.
 package runtime

@@ -2,22 +2,57 @@ package runtime
 
 import (
 	"context"
-	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/engine"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
-// The driver: it hands the engine's core (runtime/internal/engine) its
-// inputs, each with the time on the client's monotonic clock, and performs
-// the effects the core asks for — backend calls, terms, callbacks, tasks,
+// The driver hands the engine's core (runtime/internal/engine) its inputs,
+// each with the time on the client's monotonic clock, and performs the
+// effects the core asks for — backend calls, terms, callbacks, tasks,
 // events — on real goroutines and one timer. The core decides; the driver
-// never does.
+// never does. It is etcd raft's node to the core's raft: a [Client] holds
+// one and never touches the core itself.
+//
+// Its files, from the API down: inputs.go (what the API steps and asks),
+// locks.go (Lock callers that make their own calls), loop.go (apply, flush,
+// perform, and the loop of timer ticks and release notifications),
+// calls.go (backend calls), tasks.go (tasks, scheduled runs and callbacks),
+// events.go (the event queue), and this file, its state.
+
+// driver is one client's driver. Its state is guarded by mu, except what
+// is set once by newDriver and what says otherwise.
+type driver struct {
+	backend  backends.Backend
+	cfg      vocab.Config // the configuration the core runs with; read without mu
+	identity string       // recorded with every session the driver opens
+	logger   *slog.Logger
+	observer Observer
+	exec     func(func()) error
+	epoch    time.Time // the zero of the client's monotonic clock (mono)
+
+	mu sync.Mutex
+	m  *engine.Machine // the engine's core; every call under mu
+	registry
+	timer    *time.Timer
+	live     chan struct{} // closed while the session is live
+	renewed  chan struct{} // closed at the next successful renewal
+	shutdown bool
+	quit     chan struct{} // closed when the machine has closed
+
+	notes         notes         // release notifications from the backend (own lock)
+	holderWatches holderWatches // WatchHolder loops to wake (own lock)
+	events        *serialQueue  // the events' dispatcher (own lock)
+	dones         callbackDones // CallbackDone inputs to step in batches (own lock)
+	wg            sync.WaitGroup
+}
 
 // registry is what the driver keeps for the ids the core names, all
-// guarded by the client's mutex.
+// guarded by the driver's mutex.
 type registry struct {
 	sessions   map[uint64]backends.Session     // session generation → its handle
 	watches    map[uint64]map[string]func()    // session generation → name → stop
@@ -45,7 +80,58 @@ type started struct {
 	listener Listener     // nil if none
 	task     TaskFunc     // the task, or a schedule's run; nil if none
 	queue    *serialQueue // the listener's dispatcher
-	final    *ScheduleStatus
+}
+
+// pendingCall is a backend request the core sent, with what performing it
+// needs.
+type pendingCall struct {
+	req      engine.Request
+	s        backends.Session // nil for an open or a store-clock read
+	deadline time.Time        // when the request was sent, or taken from the queue, plus its timeout (D2)
+}
+
+// inline is what the driver keeps for the API caller whose input is being
+// applied (guarded by mu): the calls it makes itself (see applySync).
+type inline struct {
+	active bool
+	name   string    // the lease whose acquires and releases it makes
+	until  time.Time // the caller's deadline; zero if its context never ends
+	calls  []pendingCall
+}
+
+// A locker is a Lock caller waiting for its lease: it makes the name's
+// acquires itself, as Lock's first attempt does, and it is woken by the
+// name's release notifications directly, not through the driver's loop. A
+// graceful hand-off to a waiting Lock thus wakes one goroutine — the
+// waiter's, which steps the notification, makes the acquire and returns
+// with the term — where it woke three (the loop, a call's goroutine, the
+// waiter). Only the first Lock of a name on a client waits so, and only
+// with a context that cannot end before a call's deadline without a
+// deadline of its own (as for Lock's first attempt). See waitLock.
+type locker struct {
+	name  string
+	until time.Time        // the caller's deadline; zero if its context never ends
+	calls chan pendingCall // acquires of name handed to the caller
+	wake  chan struct{}    // release notifications of name
+}
+
+// callbackDones collects the core's CallbackDone inputs from the goroutines
+// whose callbacks ran, so that many callbacks ending together — a bulk
+// Close's revoked callbacks, one per lease — step the core in batches under
+// one lock, not one lock and one flush each. The first goroutine to find no
+// batch in progress steps the batch, and the next ones while it does (see
+// callbackDone).
+type callbackDones struct {
+	mu   sync.Mutex
+	ids  []engine.ContenderID
+	busy bool
+}
+
+// waitResult is what a waiter's channel receives: the Complete effect's
+// term and error.
+type waitResult struct {
+	term *Term
+	err  error
 }
 
 func newRegistry() registry {
@@ -63,14 +149,14 @@ func newRegistry() registry {
 }
 
 // newID returns a fresh id for a contender, a group or a waiter. The
-// caller holds c.mu.
+// caller holds the driver's mutex.
 func (r *registry) newID() uint64 {
 	r.lastID++
 	return r.lastID
 }
 
 // newWaiter returns a waiter and the channel its Complete effect is sent
-// on. The caller holds c.mu.
+// on. The caller holds the driver's mutex.
 func (r *registry) newWaiter() (engine.Waiter, chan waitResult) {
 	w := engine.Waiter(r.newID())
 	var ch chan waitResult
@@ -84,299 +170,27 @@ func (r *registry) newWaiter() (engine.Waiter, chan waitResult) {
 	return w, ch
 }
 
-func (c *Client) now() mono { return time.Since(c.epoch) }
+// now returns the client's monotonic clock (see mono).
+func (d *driver) now() mono { return time.Since(d.epoch) }
 
-// apply runs input under the client's mutex, with the time now, and
-// performs the effects it produced.
-func (c *Client) apply(input func(now mono)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sentAt = c.now()
-	input(c.sentAt)
-	c.flush()
-}
-
-// step hands the core one input and performs its effects; it returns the
-// input's error (Start and StartGroup only).
-func (c *Client) step(in engine.Input) error {
-	var err error
-	c.apply(func(now mono) { err = c.m.Step(now, in) })
-	return err
-}
-
-// flush performs the core's effects in order, until there are none, and
-// sets the timer to the core's next wake-up. The caller holds c.mu.
-func (c *Client) flush() {
-	for {
-		effs, wake, ok := c.m.Ready()
-		if len(effs) == 0 {
-			if c.shutdown {
-				return
-			}
-			if ok {
-				c.timer.Reset(max(0, wake-c.now()))
-			} else {
-				c.timer.Stop()
-			}
-			break
-		}
-		for i := range effs {
-			c.perform(&effs[i])
-		}
-	}
-	state, _, _ := c.m.State()
-	isLive := state == engine.Live || state == engine.Suspended
+// waitReuse waits for a waiter's channel that nothing else holds, or for
+// ctx: once its one result has been received, the channel is kept for the
+// next waiter (a channel of a pointer type costs two allocations).
+func (d *driver) waitReuse(ctx context.Context, w chan waitResult) (waitResult, error) {
 	select {
-	case <-c.live:
-		if !isLive {
-			c.live = make(chan struct{})
-		}
-	default:
-		if isLive {
-			close(c.live)
-		}
+	case r := <-w:
+		d.reuseWaiter(w)
+		return r, r.err
+	case <-ctx.Done():
+		return waitResult{}, ctx.Err()
 	}
 }
 
-// perform carries out one effect. It runs under c.mu and never blocks.
-func (c *Client) perform(e *engine.Effect) {
-	if c.shutdown && e.Kind != engine.EffComplete {
-		if e.Kind == engine.EffEvent {
-			logEvent(c.logger, toEvent(e.Event)) // too late for the observer queue
-		}
-		return
+// reuseWaiter keeps w, received from, for a later waiter.
+func (d *driver) reuseWaiter(w chan waitResult) {
+	d.mu.Lock()
+	if len(d.freeWaits) < cap(d.freeWaits) {
+		d.freeWaits = append(d.freeWaits, w)
 	}
-	switch e.Kind {
-	case engine.EffSend:
-		s := c.sessions[e.Req.Gen]
-		if s == nil && e.Req.Kind != engine.ReqOpen && e.Req.Kind != engine.ReqStoreTime {
-			c.m.Step(c.now(), engine.Reply{ID: e.Req.ID, Result: engine.Result{Err: fmt.Errorf(
-				"simba: %v: no session handle: %w", e.Req.Kind, backends.ErrSessionExpired)}})
-			return
-		}
-		c.send(e.Req, s)
-	case engine.EffSetDeadline:
-		d := c.deadlines[e.Gen]
-		if d == nil {
-			d = &deadline{epoch: c.epoch}
-			c.deadlines[e.Gen] = d
-		}
-		d.set(e.At)
-	case engine.EffTermStarted:
-		t := newTerm(c, e.Name, e.Token, c.deadlines[e.Gen])
-		t.id, t.lock = e.Term, e.Lock
-		c.terms[e.Term] = t
-	case engine.EffTermEnded:
-		c.terms[e.Term].end(Reason(e.Reason))
-	case engine.EffDispatch:
-		c.dispatch(e.Contender, c.contenders[e.Contender], c.terms[e.Term], e.Elected)
-	case engine.EffStartTask:
-		c.startTask(e)
-	case engine.EffStartRun:
-		c.startRun(e)
-	case engine.EffEvent:
-		ev := toEvent(e.Event)
-		if ev.Kind == EventSessionRenewed || ev.Kind == EventSessionOpened {
-			close(c.renewed)
-			c.renewed = make(chan struct{})
-		}
-		if !c.wanted(ev) {
-			return // nobody would see it: spare the event queue its goroutine
-		}
-		c.wg.Add(1)
-		it := queued{run: func() { defer c.wg.Done(); c.deliver(ev) }, mustRun: true}
-		if c.inl.active {
-			// An API caller is applying its input (applySync): it
-			// delivers the event itself once it has let go of the lock,
-			// sparing a goroutine that would have to be woken.
-			c.events.add(it)
-		} else {
-			c.events.push(it)
-		}
-	case engine.EffComplete:
-		ch := c.waiters[e.Waiter]
-		delete(c.waiters, e.Waiter)
-		if ch != nil {
-			ch <- waitResult{term: c.terms[e.Term], err: e.Err}
-		}
-	case engine.EffWatch:
-		n, ok := c.sessions[e.Gen].(backends.Notifier)
-		if !ok {
-			return
-		}
-		byName := c.watches[e.Gen]
-		if byName == nil {
-			byName = make(map[string]func())
-			c.watches[e.Gen] = byName
-		}
-		if _, dup := byName[e.Name]; !dup {
-			gen, name := e.Gen, e.Name
-			byName[name] = n.Watch(name, func() { c.notes.add(gen, name) })
-		}
-	case engine.EffUnwatch:
-		if stop := c.watches[e.Gen][e.Name]; stop != nil {
-			stop()
-			delete(c.watches[e.Gen], e.Name)
-		}
-	case engine.EffForget:
-		if e.Term != 0 {
-			delete(c.terms, e.Term)
-		}
-		if e.Contender != 0 {
-			delete(c.contenders, e.Contender)
-		}
-	case engine.EffShutdown:
-		c.shutdown = true
-		c.timer.Stop()
-		close(c.quit)
-	}
-}
-
-// loop turns timer ticks and release notifications into inputs.
-func (c *Client) loop() {
-	defer c.wg.Done()
-	for {
-		select {
-		case <-c.timer.C:
-			c.apply(c.m.Tick)
-		case <-c.notes.signal:
-			for _, n := range c.notes.take() {
-				c.step(engine.Released{Gen: n.gen, Name: n.name})
-			}
-		case <-c.quit:
-			return
-		}
-	}
-}
-
-// notes collects release notifications from backends without blocking them.
-// The client's loop takes them, unless a Lock caller waits for the name
-// (attend): then it is woken instead, and takes them itself.
-type notes struct {
-	mu      sync.Mutex
-	pending map[note]struct{}
-	signal  chan struct{}
-	direct  map[string]chan struct{} // name → the waiting Lock caller's wake-up
-}
-
-type note struct {
-	gen  uint64
-	name string
-}
-
-func (n *notes) add(gen uint64, name string) {
-	n.mu.Lock()
-	if n.pending == nil {
-		n.pending = make(map[note]struct{})
-	}
-	n.pending[note{gen, name}] = struct{}{}
-	wake := n.signal
-	if ch := n.direct[name]; ch != nil {
-		wake = ch
-	}
-	n.mu.Unlock()
-	select {
-	case wake <- struct{}{}:
-	default:
-	}
-}
-
-// attend makes notifications of name wake ch rather than the client's loop.
-func (n *notes) attend(name string, ch chan struct{}) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.direct == nil {
-		n.direct = make(map[string]chan struct{})
-	}
-	n.direct[name] = ch
-}
-
-// leave ends attend's, and hands the loop what came for name meanwhile.
-func (n *notes) leave(name string) {
-	n.mu.Lock()
-	delete(n.direct, name)
-	left := false
-	for k := range n.pending {
-		if k.name == name {
-			left = true
-			break
-		}
-	}
-	n.mu.Unlock()
-	if left {
-		select {
-		case n.signal <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// takeName takes the notifications of name.
-func (n *notes) takeName(name string) []note {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var out []note
-	for k := range n.pending {
-		if k.name == name {
-			out = append(out, k)
-			delete(n.pending, k)
-		}
-	}
-	return out
-}
-
-func (n *notes) take() []note {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := make([]note, 0, len(n.pending))
-	for k := range n.pending {
-		out = append(out, k)
-	}
-	clear(n.pending)
-	return out
-}
-
-// toEvent converts the core's event to the runtime's.
-func toEvent(e engine.Event) Event {
-	return Event{Kind: EventKind(e.Kind), Name: e.Name, Token: e.Token, Session: e.Session, State: SessionState(e.State),
-		Reason: Reason(e.Reason), Duration: e.Duration, Err: e.Err, Group: e.Group, Partition: e.Partition}
-}
-
-// The runtime's constants are the core's, value for value: these fail to
-// compile if one list changes without the other.
-var (
-	_ = [1]struct{}{}[ReasonTakenOver-Reason(engine.TakenOver)]
-	_ = [1]struct{}{}[Reason(engine.TakenOver)-ReasonTakenOver]
-	_ = [1]struct{}{}[ReasonStopped-Reason(engine.Stopped)]
-	_ = [1]struct{}{}[SessionClosed-SessionState(engine.Closed)]
-	_ = [1]struct{}{}[SessionState(engine.Closed)-SessionClosed]
-	_ = [1]struct{}{}[SessionLive-SessionState(engine.Live)]
-	_ = [1]struct{}{}[EventRunSucceeded-EventKind(engine.EventRunSucceeded)]
-	_ = [1]struct{}{}[EventKind(engine.EventRunSucceeded)-EventRunSucceeded]
-	_ = [1]struct{}{}[EventSessionOpened-EventKind(engine.EventSessionOpened)]
-	_ = [1]struct{}{}[RoleCoolingDown-Role(engine.RoleCoolingDown)]
-	_ = [1]struct{}{}[Role(engine.RoleCoolingDown)-RoleCoolingDown]
-	_ = [1]struct{}{}[RoleCandidate-Role(engine.RoleCandidate)]
-)
-
-// wanted reports whether deliver would do anything with e: an observer
-// sees every event, the logger those of the levels it enables, and a
-// WatchHolder loop of e's lease its elections and revocations.
-func (c *Client) wanted(e Event) bool {
-	return c.observer != nil || c.logger.Enabled(context.Background(), eventLevel(e)) ||
-		(e.Kind == EventElected || e.Kind == EventRevoked) && c.holderWatches.watched(e.Name)
-}
-
-// deliver hands an event to the log and the observer, on the event queue.
-func (c *Client) deliver(e Event) {
-	logEvent(c.logger, e)
-	if e.Kind == EventElected || e.Kind == EventRevoked {
-		c.holderWatches.wake(e.Name)
-	}
-	if c.observer == nil {
-		return
-	}
-	if err := protect(func() error { c.observer.Observe(e); return nil }); err != nil {
-		logEvent(c.logger, Event{Kind: EventCallbackPanicked, Name: e.Name, Err: err})
-	}
+	d.mu.Unlock()
 }

@@ -10,58 +10,6 @@ import (
 	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
-// ErrStopped reports a call on an election that was stopped.
-var ErrStopped = errors.New("election stopped")
-
-// Listener receives an election's callbacks. They run one at a time, in
-// order, never while the engine holds a lock, and every Elected is followed
-// by exactly one Revoked for the same term (L1, L2). The engine does not
-// wait for them, except that Stop and StepDown return after the last Revoked
-// has run (L3).
-//
-// An Elected callback may arrive for a term that has already ended, for
-// example when the client was closed just after winning: check
-// [Term.Valid] or the context before starting work. Such a term still gets
-// its Revoked callback, after Elected, so the two stay paired (L1).
-//
-// The context passed to a callback marks it as running inside the engine:
-// Stop, StepDown or Close called with it (or a context derived from it) does
-// not wait for the callback to return, which would deadlock, but queues the
-// request and returns nil (L5). In Elected it is cancelled when the term
-// ends.
-//
-// A panic in a callback is recovered and reported (L7).
-type Listener interface {
-	// Elected is called when this node wins the lease with term t.
-	Elected(ctx context.Context, t *Term)
-	// Revoked is called when term t has ended for reason r.
-	Revoked(ctx context.Context, t *Term, r Reason)
-}
-
-// ListenerFuncs adapts a pair of functions to [Listener]; nil fields are
-// skipped.
-type ListenerFuncs struct {
-	// OnElected is called as [Listener.Elected]: this node won the lease
-	// with term t.
-	OnElected func(ctx context.Context, t *Term)
-	// OnRevoked is called as [Listener.Revoked]: term t ended for reason r.
-	OnRevoked func(ctx context.Context, t *Term, r Reason)
-}
-
-// Elected calls OnElected, if set.
-func (l ListenerFuncs) Elected(ctx context.Context, t *Term) {
-	if l.OnElected != nil {
-		l.OnElected(ctx, t)
-	}
-}
-
-// Revoked calls OnRevoked, if set.
-func (l ListenerFuncs) Revoked(ctx context.Context, t *Term, r Reason) {
-	if l.OnRevoked != nil {
-		l.OnRevoked(ctx, t, r)
-	}
-}
-
 // ElectionOption configures an election.
 type ElectionOption func(*electionOptions)
 
@@ -69,11 +17,6 @@ type electionOptions struct {
 	task            TaskFunc
 	taskEndCooldown time.Duration
 }
-
-// TaskFunc is work an election runs while this node holds the lease: it is
-// called once per term with the term's context (cancelled when the term ends,
-// with the reason as cause) and the term.
-type TaskFunc func(ctx context.Context, t *Term) error
 
 // WithTask runs task once per term while this node holds the lease, on a
 // goroutine of its own, with a context cancelled when the term ends. Stop and
@@ -93,9 +36,7 @@ func WithTaskEndCooldown(d time.Duration) ElectionOption {
 // Election is a named election started on a client. Create it with
 // [Client.StartElection].
 type Election struct {
-	client *Client
-	id     engine.ContenderID
-	name   string
+	handle
 }
 
 // StartElection makes this node a candidate for the lease name: it tries to
@@ -114,51 +55,29 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 		}
 	}
 	if o.taskEndCooldown < 0 {
-		return nil, &ConfigError{"WithTaskEndCooldown", o.taskEndCooldown.String(), ">= 0"}
+		return nil, &ConfigError{Field: "WithTaskEndCooldown", Value: o.taskEndCooldown.String(), Want: ">= 0"}
 	}
 	var st *started // none for an election without listener or task (see started)
 	if l != nil || o.task != nil {
 		st = &started{listener: l, task: o.task}
 	}
 	if l != nil {
-		st.queue = newSerialQueue(c.exec)
+		st.queue = newSerialQueue(c.d.exec)
 	}
 	in := engine.Start{Name: name, Kind: engine.KindElection, Listener: l != nil, Task: o.task != nil,
 		TaskEndCooldown: o.taskEndCooldown}
-	return c.startContender("start election", in, st)
-}
-
-// startContender starts in with the driver's half st; op names the call in
-// errors.
-func (c *Client) startContender(op string, in engine.Start, st *started) (*Election, error) {
-	var err error
-	c.apply(func(now mono) {
-		in.ID = engine.ContenderID(c.newID())
-		if st != nil {
-			c.contenders[in.ID] = st
-		}
-		if err = c.m.Step(now, in); err != nil {
-			delete(c.contenders, in.ID)
-		}
-	})
+	id, err := c.d.start(in, st)
 	if err != nil {
-		return nil, fmt.Errorf("simba: %s %q: %w", op, in.Name, err)
+		return nil, fmt.Errorf("simba: start election %q: %w", name, err)
 	}
-	return &Election{client: c, id: in.ID, name: in.Name}, nil
+	return &Election{handle{d: c.d, name: name, id: id}}, nil
 }
 
 // Name returns the lease name.
 func (e *Election) Name() string { return e.name }
 
 // Term returns the term this node currently holds, or nil.
-func (e *Election) Term() *Term {
-	e.client.mu.Lock()
-	defer e.client.mu.Unlock()
-	if id, ok := e.client.m.LeaderTerm(e.id); ok {
-		return e.client.terms[id]
-	}
-	return nil
-}
+func (e *Election) Term() *Term { return e.term() }
 
 // Stop ends the election with the hand-off order (H1): the term is
 // revoked, its task cancelled and awaited (at most until the validity the
@@ -167,30 +86,13 @@ func (e *Election) Term() *Term {
 // ctx bounds only the wait, never the order. Called from inside a callback
 // or task, Stop queues the request and returns nil (L5). Stopping a stopped
 // election returns nil.
-func (e *Election) Stop(ctx context.Context) error {
-	return e.client.stop(ctx, e.id, false, 0)
-}
+func (e *Election) Stop(ctx context.Context) error { return e.stop(ctx) }
 
 // StepDown hands the lease over like Stop, but keeps the election started: it
 // contends again cooldown after the moment it stepped down (H4). Use it
 // to move leadership away before a deploy or to drain a node.
 func (e *Election) StepDown(ctx context.Context, cooldown time.Duration) error {
-	if cooldown < 0 {
-		return &ConfigError{"cooldown", cooldown.String(), ">= 0"}
-	}
-	e.client.mu.Lock()
-	stopped := e.client.m.Stopped(e.id)
-	e.client.mu.Unlock()
-	if stopped {
-		return fmt.Errorf("simba: step down %q: %w", e.name, ErrStopped)
-	}
-	return e.client.stop(ctx, e.id, true, cooldown)
-}
-
-func (c *Client) stop(ctx context.Context, id engine.ContenderID, stepDown bool, cooldown time.Duration) error {
-	return c.await(ctx, func(w engine.Waiter) engine.Input {
-		return engine.Stop{ID: id, StepDown: stepDown, Cooldown: cooldown, Waiter: w}
-	})
+	return e.stepDown(ctx, cooldown)
 }
 
 // RunWhileLeader runs fn each time this node is elected for name, with the
@@ -215,7 +117,7 @@ func (c *Client) RunWhileLeader(ctx context.Context, name string, fn TaskFunc, o
 	select {
 	case <-ctx.Done():
 		return e.Stop(context.WithoutCancel(ctx))
-	case <-c.quit:
+	case <-c.d.quit:
 		return fmt.Errorf("simba: run while leader %q: %w", name, ErrClosed)
 	}
 }

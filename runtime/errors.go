@@ -7,6 +7,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/engine"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // Sentinel errors, tested with errors.Is. Their messages state a fact
@@ -25,7 +26,7 @@ var (
 	ErrNameInUse = engine.ErrNameInUse
 
 	// ErrInvalidConfig is matched by the *ConfigError of [Config.Validate].
-	ErrInvalidConfig = errors.New("invalid config")
+	ErrInvalidConfig = vocab.ErrInvalidConfig
 
 	// ErrInvalidName is matched by errors about lease names that break
 	// T1; it is backends.ErrInvalidName.
@@ -34,6 +35,10 @@ var (
 	// ErrLeaseHeld reports that another node holds the lease (TryLock); it
 	// is backends.ErrLeaseHeld.
 	ErrLeaseHeld = backends.ErrLeaseHeld
+
+	// ErrStopped reports a call on an election, a schedule or a group that
+	// was stopped.
+	ErrStopped = errors.New("election stopped")
 
 	// ErrNotOwner reports a term passed to a client that did not create it.
 	ErrNotOwner = errors.New("term belongs to another client")

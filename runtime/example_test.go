@@ -175,15 +175,3 @@ func ExampleClient_StartGroup() {
 	// Output:
 	// member 1 holds 4 partitions; member 2 holds 4 partitions
 }
-
-// A status tool reads a schedule's last completed slot from the lease's
-// value, as the store lists it (backends.Inspector).
-func ExampleDecodeScheduleValue() {
-	rec, ok := runtime.DecodeScheduleValue([]byte("simba/v1 rate 1796029200000"))
-	fmt.Println(ok, rec.Kind, rec.At.UTC().Format(time.RFC3339))
-	_, ok = runtime.DecodeScheduleValue([]byte("something else"))
-	fmt.Println(ok)
-	// Output:
-	// true rate 2026-11-30T09:00:00Z
-	// false
-}

@@ -8,18 +8,13 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/engine"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
-
-// PartitionFunc is the work of one partition of a group: it gets the
-// partition's term (its own token) and index.
-type PartitionFunc func(ctx context.Context, t *Term, partition int) error
 
 // Group is a partition group joined by a client. Create it with
 // [Client.StartGroup].
 type Group struct {
-	client *Client
-	id     engine.GroupID
-	name   string
+	handle
 }
 
 // StartGroup joins the partition group name, whose partition i is the lease
@@ -63,27 +58,17 @@ func (c *Client) StartGroup(name string, partitions int, s Schedule, fn Partitio
 	if err := backends.ValidateGroup(name, partitions); err != nil {
 		return nil, fmt.Errorf("simba: start group: %w", err)
 	}
-	if err := s.validate(c.cfg, true); err != nil {
+	if err := validateSchedule(s, c.cfg, true); err != nil {
 		return nil, fmt.Errorf("simba: start group %q: %w", name, err)
 	}
-	if _, ok := c.backend.(backends.StoreClock); !s.once() && !ok {
-		return nil, fmt.Errorf("simba: start group %q: the backend (%T) has no store clock to number slots with", name, c.backend)
+	if _, ok := c.d.backend.(backends.StoreClock); !vocab.Once(s) && !ok {
+		return nil, fmt.Errorf("simba: start group %q: the backend (%T) has no store clock to number slots with", name, c.d.backend)
 	}
-	var (
-		id  engine.GroupID
-		err error
-	)
-	c.apply(func(now mono) {
-		id = engine.GroupID(c.newID())
-		c.groupFns[id] = fn
-		if err = c.m.Step(now, engine.StartGroup{ID: id, Name: name, N: partitions, Schedule: engine.Schedule(s)}); err != nil {
-			delete(c.groupFns, id)
-		}
-	})
+	id, err := c.d.startGroup(engine.StartGroup{Name: name, N: partitions, Schedule: s}, fn)
 	if err != nil {
 		return nil, fmt.Errorf("simba: start group %q: %w", name, err)
 	}
-	return &Group{client: c, id: id, name: name}, nil
+	return &Group{handle{d: c.d, name: name, group: id}}, nil
 }
 
 // Name returns the group's name.
@@ -91,35 +76,19 @@ func (g *Group) Name() string { return g.name }
 
 // Partitions returns the partitions this member holds a valid term for, in
 // ascending order.
-func (g *Group) Partitions() []int {
-	g.client.mu.Lock()
-	defer g.client.mu.Unlock()
-	return g.client.m.HeldPartitions(g.id)
+func (g *Group) Partitions() (held []int) {
+	g.d.query(func(m *engine.Machine) { held = m.HeldPartitions(g.group) })
+	return held
 }
 
 // Stop hands every partition over with the hand-off order and leaves the
 // group; ctx bounds only the wait. Called from inside a partition task (with
 // its context), it queues the stop and returns nil (L5).
-func (g *Group) Stop(ctx context.Context) error { return g.client.stopGroup(ctx, g.id, false, 0) }
+func (g *Group) Stop(ctx context.Context) error { return g.stop(ctx) }
 
 // StepDown hands every partition over and leaves the group for cooldown,
 // then joins again (§13: a member in a step-down cooldown leaves the
 // group).
 func (g *Group) StepDown(ctx context.Context, cooldown time.Duration) error {
-	if cooldown < 0 {
-		return &ConfigError{"cooldown", cooldown.String(), ">= 0"}
-	}
-	g.client.mu.Lock()
-	removed := g.client.m.GroupRemoved(g.id)
-	g.client.mu.Unlock()
-	if removed {
-		return fmt.Errorf("simba: step down group %q: %w", g.name, ErrStopped)
-	}
-	return g.client.stopGroup(ctx, g.id, true, cooldown)
-}
-
-func (c *Client) stopGroup(ctx context.Context, id engine.GroupID, stepDown bool, cooldown time.Duration) error {
-	return c.await(ctx, func(w engine.Waiter) engine.Input {
-		return engine.StopGroup{ID: id, StepDown: stepDown, Cooldown: cooldown, Waiter: w}
-	})
+	return g.stepDown(ctx, cooldown)
 }

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
 // Holder describes who holds a lease, as [Client.Holder] and
@@ -43,26 +40,6 @@ func (h Holder) String() string {
 	return h.Name + ": held by " + who + ", token " + strconv.FormatInt(int64(h.Token), 10)
 }
 
-// WithIdentity sets the identity the client records with its session, for
-// people: other clients see it as the holder of this client's leases
-// ([Client.Holder]), and status tools show it. It need not be unique. The
-// default is [DefaultIdentity]. It must pass backends.ValidateIdentity (at
-// most 256 bytes of printable UTF-8); NewClient rejects it otherwise.
-func WithIdentity(id string) Option { return func(o *options) { o.identity, o.identitySet = id, true } }
-
-// DefaultIdentity returns the identity of a client made without
-// [WithIdentity]: the host name and the process id, "host/4242".
-func DefaultIdentity() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown-host"
-	}
-	return host + "/" + strconv.Itoa(os.Getpid())
-}
-
-// Identity returns the identity the client records with its session.
-func (c *Client) Identity() string { return c.identity }
-
 // Holder reads who holds the lease name now, from the store, whether or not
 // this client contends for it. It waits for the client's session to be live
 // (a read is made through it), and makes one call to the store, bounded by
@@ -73,7 +50,7 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 		return Holder{}, fmt.Errorf("simba: holder: %w", err)
 	}
 	for {
-		s, id, period, live, err := c.currentSession()
+		s, id, period, live, err := c.d.session()
 		if err != nil {
 			return Holder{}, fmt.Errorf("simba: holder of %q: %w", name, err)
 		}
@@ -94,51 +71,10 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 				Self: h.Session != "" && h.Session == id}, nil
 		case errors.Is(err, backends.ErrSessionExpired) && ctx.Err() == nil:
 			// The session ended under the read: read through the next one.
-			c.waitSessionChange(ctx, id)
+			c.d.waitSessionChange(ctx, id, c.cfg.RenewInterval)
 			continue
 		}
 		return Holder{}, fmt.Errorf("simba: holder of %q: %w", name, err)
-	}
-}
-
-// currentSession returns the live session's handle, id and renewal period,
-// or a nil handle and a channel closed when a session is live.
-func (c *Client) currentSession() (s backends.Session, id backends.SessionID, period time.Duration,
-	live <-chan struct{}, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if state, closing, _ := c.m.State(); state == engine.Closed || closing {
-		return nil, "", 0, nil, ErrClosed
-	}
-	if gen, sid, p, ok := c.m.Session(); ok {
-		if h := c.sessions[gen]; h != nil {
-			return h, sid, p, nil, nil
-		}
-	}
-	return nil, "", 0, c.live, nil
-}
-
-// waitSessionChange waits, for at most a renewal interval, until the
-// client's live session is no longer old.
-func (c *Client) waitSessionChange(ctx context.Context, old backends.SessionID) {
-	t := time.NewTimer(c.cfg.RenewInterval)
-	defer t.Stop()
-	for {
-		c.mu.Lock()
-		_, id, _, ok := c.m.Session()
-		changed := !ok || id != old
-		renewed := c.renewed
-		c.mu.Unlock()
-		if changed {
-			return
-		}
-		select {
-		case <-renewed:
-		case <-t.C:
-			return
-		case <-ctx.Done():
-			return
-		}
 	}
 }
 
@@ -157,20 +93,12 @@ func (c *Client) WatchHolder(ctx context.Context, name string) (<-chan Holder, e
 		return nil, fmt.Errorf("simba: watch holder: %w", err)
 	}
 	ch := make(chan Holder, 1)
-	c.mu.Lock()
-	if state, closing, _ := c.m.State(); c.shutdown || state == engine.Closed || closing {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("simba: watch holder of %q: %w", name, ErrClosed)
-	}
-	c.wg.Add(1)
-	w := c.holderWatches.add(name)
-	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
+	if err := c.d.watchHolder(name, func(w chan struct{}) {
 		defer close(ch)
-		defer c.holderWatches.remove(name, w)
 		c.followHolder(ctx, name, ch, w)
-	}()
+	}); err != nil {
+		return nil, fmt.Errorf("simba: watch holder of %q: %w", name, err)
+	}
 	return ch, nil
 }
 
@@ -187,7 +115,7 @@ func (c *Client) followHolder(ctx context.Context, name string, ch chan<- Holder
 		select {
 		case <-ctx.Done():
 			return
-		case <-c.quit:
+		case <-c.d.quit:
 			return
 		default:
 		}
@@ -201,14 +129,14 @@ func (c *Client) followHolder(ctx context.Context, name string, ch chan<- Holder
 				case ch <- h:
 				case <-ctx.Done():
 					return
-				case <-c.quit:
+				case <-c.d.quit:
 					return
 				}
 				hh := h
 				last = &hh
 			}
 			if remaining > 0 {
-				wait = min(wait, time.Duration(float64(remaining)*(1+c.m.Config().Drift))+time.Millisecond)
+				wait = min(wait, time.Duration(float64(remaining)*(1+c.d.cfg.Drift))+time.Millisecond)
 			}
 			if h.Free() && quick > 0 {
 				// Released: a candidate takes it within a few round trips.
@@ -220,11 +148,11 @@ func (c *Client) followHolder(ctx context.Context, name string, ch chan<- Holder
 		}
 		// Wake on the store's release notifications, through the current
 		// session, and on this client's own terms ending or starting.
-		if s, id, _, _, _ := c.currentSession(); s != nil && id != watching {
+		if s, id, _, _, _ := c.d.session(); s != nil && id != watching {
 			stop()
 			stop, watching = func() {}, id
 			if n, ok := s.(backends.Notifier); ok {
-				stop = n.Watch(name, func() { c.holderWatches.wake(name) })
+				stop = n.Watch(name, func() { c.d.holderWatches.wake(name) })
 			}
 		}
 		t := time.NewTimer(wait)
@@ -233,7 +161,7 @@ func (c *Client) followHolder(ctx context.Context, name string, ch chan<- Holder
 			quick = 2 * time.Millisecond
 		case <-t.C:
 		case <-ctx.Done():
-		case <-c.quit:
+		case <-c.d.quit:
 		}
 		t.Stop()
 	}
@@ -242,7 +170,7 @@ func (c *Client) followHolder(ctx context.Context, name string, ch chan<- Holder
 // readHolder is Holder that also returns the holder session's remaining
 // time as the store measured it (0 if unknown or free).
 func (c *Client) readHolder(ctx context.Context, name string) (Holder, time.Duration, error) {
-	s, id, period, _, err := c.currentSession()
+	s, id, period, _, err := c.d.session()
 	if err != nil {
 		return Holder{}, 0, err
 	}
@@ -258,55 +186,4 @@ func (c *Client) readHolder(ctx context.Context, name string) (Holder, time.Dura
 	}
 	return Holder{Name: name, Session: h.Session, Identity: h.Identity, Token: h.Token,
 		Self: h.Session != "" && h.Session == id}, h.Remaining, nil
-}
-
-// holderWatches wakes the WatchHolder loops of a name: on the store's
-// release notifications and on this client's own elections and revocations
-// of it, which the store does not echo back.
-type holderWatches struct {
-	mu     sync.Mutex
-	byName map[string]map[chan struct{}]struct{}
-}
-
-func (h *holderWatches) add(name string) chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.byName == nil {
-		h.byName = make(map[string]map[chan struct{}]struct{})
-	}
-	set := h.byName[name]
-	if set == nil {
-		set = make(map[chan struct{}]struct{})
-		h.byName[name] = set
-	}
-	w := make(chan struct{}, 1)
-	set[w] = struct{}{}
-	return w
-}
-
-func (h *holderWatches) remove(name string, w chan struct{}) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.byName[name], w)
-	if len(h.byName[name]) == 0 {
-		delete(h.byName, name)
-	}
-}
-
-// watched reports whether a WatchHolder loop follows name.
-func (h *holderWatches) watched(name string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.byName[name]) > 0
-}
-
-func (h *holderWatches) wake(name string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for w := range h.byName[name] {
-		select {
-		case w <- struct{}{}:
-		default:
-		}
-	}
 }

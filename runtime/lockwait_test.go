@@ -14,7 +14,7 @@ import (
 )
 
 // stackBackend records, for each Acquire, whether a waiting Lock caller's
-// goroutine made it (runtime's waitLock is on its stack).
+// goroutine made it (the driver's waitLock is on its stack).
 type stackBackend struct {
 	backends.Backend
 	mu       sync.Mutex
@@ -37,7 +37,7 @@ func (s *stackSession) Acquire(ctx context.Context, name string) (backends.Grant
 	buf := make([]byte, 16<<10)
 	stack := string(buf[:goruntime.Stack(buf, false)])
 	s.b.mu.Lock()
-	s.b.byWaiter = append(s.b.byWaiter, strings.Contains(stack, "runtime.(*Client).waitLock"))
+	s.b.byWaiter = append(s.b.byWaiter, strings.Contains(stack, "runtime.(*driver).waitLock"))
 	s.b.mu.Unlock()
 	return s.Session.Acquire(ctx, name)
 }

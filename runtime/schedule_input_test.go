@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends/memory"
+	"github.com/simba-go/simba/internal/schedulerecord"
 	"github.com/simba-go/simba/runtime"
 )
 
@@ -76,8 +77,8 @@ func TestScheduleRateWholeMilliseconds(t *testing.T) {
 	})
 }
 
-// DecodeScheduleValue reads what a running schedule wrote beside its lease,
-// as a status tool sees it in the store.
+// schedulerecord.Decode reads what a running schedule wrote beside its
+// lease, as a status tool sees it in the store.
 func TestDecodeScheduleValueReadsTheStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
@@ -102,14 +103,14 @@ func TestDecodeScheduleValueReadsTheStore(t *testing.T) {
 		if len(inv.Leases) != 1 {
 			t.Fatalf("leases in the store: %+v; want the schedule's", inv.Leases)
 		}
-		rec, ok := runtime.DecodeScheduleValue(inv.Leases[0].Value)
+		rec, ok := schedulerecord.Decode(inv.Leases[0].Value)
 		slot := time.UnixMilli(time.Now().UnixMilli() / rate.Milliseconds() * rate.Milliseconds())
 		if !ok || rec.Kind != "rate" || !rec.At.Equal(slot) {
-			t.Fatalf("DecodeScheduleValue(%q) = %+v, %v; want rate, slot %v", inv.Leases[0].Value, rec, ok, slot)
+			t.Fatalf("schedulerecord.Decode(%q) = %+v, %v; want rate, slot %v", inv.Leases[0].Value, rec, ok, slot)
 		}
 		for _, v := range []string{"", "simba/v1 rate", "simba/v1 rate x", "simba/v2 rate 1", "simba/v1 weekly 1"} {
-			if rec, ok := runtime.DecodeScheduleValue([]byte(v)); ok {
-				t.Errorf("DecodeScheduleValue(%q) = %+v, true; want false", v, rec)
+			if rec, ok := schedulerecord.Decode([]byte(v)); ok {
+				t.Errorf("schedulerecord.Decode(%q) = %+v, true; want false", v, rec)
 			}
 		}
 		closeClient(t, c)

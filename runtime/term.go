@@ -7,50 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/engine"
 )
-
-// Token is a fencing token (§7): greater than zero, constant within a
-// term, strictly increasing across the terms of one name. Pass it with every
-// write to a protected resource. It is backends.Token, so that fencing
-// recipes take [Term.Token] without conversion.
-type Token = backends.Token
-
-// Reason says why a term ended (T4). A Reason is also an error, so that
-// it can be the cause of the term's context:
-//
-//	errors.Is(context.Cause(t.Context()), runtime.ReasonDeadlinePassed)
-type Reason int32
-
-const (
-	// ReasonNotEnded is the Reason of a term that has not ended.
-	ReasonNotEnded Reason = iota
-	// ReasonStopped: the election was stopped, the lock released, or the client closed.
-	ReasonStopped
-	// ReasonSteppedDown: the election stepped down.
-	ReasonSteppedDown
-	// ReasonDeadlinePassed: the session's local deadline passed with no successful renewal.
-	ReasonDeadlinePassed
-	// ReasonSessionExpired: the backend reported the session expired.
-	ReasonSessionExpired
-	// ReasonTakenOver: a renewal showed the lease is no longer this session's.
-	ReasonTakenOver
-)
-
-var reasonNames = [...]string{"not ended", "stopped", "stepped down", "deadline passed", "session expired", "taken over"}
-
-// String returns the reason in words, as in "deadline passed".
-func (r Reason) String() string {
-	if r < 0 || int(r) >= len(reasonNames) {
-		return "unknown reason"
-	}
-	return reasonNames[r]
-}
-
-// Error makes a Reason usable as a context cancellation cause; it is the same
-// as String, so that a Reason prints as words either way.
-func (r Reason) Error() string { return r.String() }
 
 // mono is a point on the client's monotonic clock, as the time elapsed since
 // the client was created. The engine never reads a wall clock.
@@ -81,7 +39,7 @@ func (d *deadline) set(t mono) { d.at.Store(int64(t)) }
 type Term struct {
 	name     string
 	token    Token
-	owner    *Client
+	owner    *driver   // the driver of the client that made it, for Unlock's check
 	deadline *deadline // the session's; frozen once the session ended
 
 	ended    atomic.Bool
@@ -103,7 +61,7 @@ type termSignals struct {
 	cancel context.CancelCauseFunc
 }
 
-func newTerm(owner *Client, name string, token Token, d *deadline) *Term {
+func newTerm(owner *driver, name string, token Token, d *deadline) *Term {
 	return &Term{name: name, token: token, owner: owner, deadline: d}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/simba-go/simba/backends/backendurl"
 	"github.com/simba-go/simba/backends/memory"
 	simbaredis "github.com/simba-go/simba/backends/redis"
+	"github.com/simba-go/simba/internal/schedulerecord"
 	"github.com/simba-go/simba/internal/testservers"
 	"github.com/simba-go/simba/runtime"
 )
@@ -381,7 +382,7 @@ func cmdSlot(ts *testscript.TestScript, neg bool, args []string) {
 		inv, err := b.(backends.Inspector).Inspect(ctx)
 		ts.Check(err)
 		for _, l := range inv.Leases {
-			if _, ok := runtime.DecodeScheduleValue(l.Value); ok && l.Name == args[0] {
+			if _, ok := schedulerecord.Decode(l.Value); ok && l.Name == args[0] {
 				return
 			}
 		}

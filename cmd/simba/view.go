@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/runtime"
+	"github.com/simba-go/simba/internal/schedulerecord"
 )
 
 // inventorySchema is the "schema" of the JSON document status --json prints.
@@ -99,7 +99,7 @@ func newInventory(backend string, inv backends.Inventory) Inventory {
 				held[name][i] = true
 			}
 		}
-		if rec, ok := runtime.DecodeScheduleValue(l.Value); ok {
+		if rec, ok := schedulerecord.Decode(l.Value); ok {
 			v.LastSlot = &ScheduleAt{Kind: rec.Kind, At: rec.At.UTC()}
 		}
 		out.Leases = append(out.Leases, v)

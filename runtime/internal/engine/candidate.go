@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // A contender is the core's record of a name started on this client: an
@@ -44,7 +45,7 @@ type contender struct {
 // elections with a task, candidates refused — kept apart so that the
 // contender of a plain election is small: a client may lead a million.
 type contenderExtra struct {
-	sched           Schedule            // KindSchedule: when runs happen
+	sched           vocab.Schedule      // KindSchedule: when runs happen
 	status          *RunStatus          // KindSchedule: the runs so far
 	taskEndCooldown time.Duration       // a task's: step-down cooldown when it returns early
 	lockW           Waiter              // Lock/TryLock: who gets the term
@@ -105,7 +106,7 @@ func (p phase) String() string { return phaseNames[p] }
 
 // start registers a contender and makes it a candidate.
 func (m *Machine) start(in Start) error {
-	if m.closing != nil || m.state == Closed {
+	if m.closing != nil || m.state == vocab.SessionClosed {
 		return ErrClosed
 	}
 	if in.ID == 0 || in.ID&PartitionBit != 0 || m.byID[in.ID] != nil {
@@ -183,7 +184,7 @@ func (m *Machine) wake(c *contender) {
 		m.maybeAttempt(c)
 	case phHandoff:
 		if t := c.term; t.taskRunning && t.releaseReq == 0 && m.now >= t.revokeDeadline {
-			m.event(Event{Kind: EventTaskStuck, Name: t.c.name, Token: t.token})
+			m.event(vocab.Event{Kind: vocab.EventTaskStuck, Name: t.c.name, Token: t.token})
 			m.release(c)
 		}
 	}
@@ -232,7 +233,7 @@ func (m *Machine) acquireDone(p *pendingReq, res Result) {
 		}
 	case errors.Is(res.Err, backends.ErrLeaseHeld):
 		if errors.Is(res.Err, backends.ErrRecovering) {
-			m.event(Event{Kind: EventBackendError, Name: c.name, Err: res.Err})
+			m.event(vocab.Event{Kind: vocab.EventBackendError, Name: c.name, Err: res.Err})
 		}
 		// The store measured when the holder's session ends unless it is
 		// renewed: try again then, rather than up to a retry interval later
@@ -248,12 +249,12 @@ func (m *Machine) acquireDone(p *pendingReq, res Result) {
 		}
 	case errors.Is(res.Err, backends.ErrSessionExpired):
 		if live {
-			m.sessionLost(SessionExpired)
+			m.sessionLost(vocab.ReasonSessionExpired)
 		}
 	case errors.Is(res.Err, ErrNotMade):
 		// Abandoned, and never made: nothing happened at the store.
 	default:
-		m.event(Event{Kind: EventBackendError, Name: c.name, Err: res.Err})
+		m.event(vocab.Event{Kind: vocab.EventBackendError, Name: c.name, Err: res.Err})
 	}
 	if !wanted || c.removed {
 		if !c.removed && c.phase == phCandidate && c.op == nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // closeOp is a Close in progress: every contender is stopped with the
@@ -155,7 +156,7 @@ func (m *Machine) stopMore() bool {
 
 // close starts closing the client.
 func (m *Machine) close(w Waiter) {
-	if m.state == Closed {
+	if m.state == vocab.SessionClosed {
 		m.complete(w, 0, nil)
 		return
 	}
@@ -274,7 +275,7 @@ func (m *Machine) closeDone(p *pendingReq, res Result) {
 func (m *Machine) finishClose() {
 	op := m.closing
 	m.closing = nil
-	m.setState(Closed, nil)
+	m.setState(vocab.SessionClosed, nil)
 	var err error
 	if len(op.errs) > 0 {
 		// One line, each failure wrapped (errors.Join would print lines).

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // H1, S4 at scale: a Close stops its contenders in batches — no input
@@ -111,7 +113,7 @@ func TestMachineBulkClose(t *testing.T) {
 		h.advanceTo(h.now)
 	}
 	for _, ht := range h.terms {
-		if !ht.ended || ht.reason != Stopped {
+		if !ht.ended || ht.reason != vocab.ReasonStopped {
 			t.Fatalf("term %v not revoked (%v) before the session's close was sent", ht, ht.reason)
 		}
 	}

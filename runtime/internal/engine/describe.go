@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // DescribeInput returns one line of text for an input, for traces.
@@ -139,7 +141,7 @@ func DescribeRequest(r Request) string {
 }
 
 // DescribeEvent returns one line of text for an event.
-func DescribeEvent(e Event) string {
+func DescribeEvent(e vocab.Event) string {
 	var b strings.Builder
 	b.WriteString(strings.ReplaceAll(e.Kind.String(), " ", "-"))
 	if e.Name != "" {
@@ -151,10 +153,10 @@ func DescribeEvent(e Event) string {
 	if e.Session != "" {
 		fmt.Fprintf(&b, " session=%s", e.Session)
 	}
-	if e.Kind == EventSessionState {
+	if e.Kind == vocab.EventSessionState {
 		fmt.Fprintf(&b, " state=%s", e.State)
 	}
-	if e.Reason != NotEnded {
+	if e.Reason != vocab.ReasonNotEnded {
 		fmt.Fprintf(&b, " reason=%q", e.Reason)
 	}
 	if e.Duration != 0 {
@@ -207,7 +209,7 @@ func describeResult(r Result) string {
 	return strings.Join(parts, " ")
 }
 
-func describeSchedule(s Schedule) string {
+func describeSchedule(s vocab.Schedule) string {
 	return fmt.Sprintf("rate=%v delay=%v initial=%v step=%v", s.Rate, s.Delay, s.Initial, s.Step)
 }
 

@@ -17,7 +17,9 @@
 // same inputs at the same times and the same seed it makes the same
 // decisions, byte for byte (describe.go prints them), so that a simulator
 // can drive several machines through many seeded schedules on virtual time.
-// purity_test.go parses the package and fails on a go statement, a clock
+// purity_test.go parses the package, the vocabulary it shares with the
+// runtime (runtime/internal/vocab) and the schedule record it reads and
+// writes (internal/schedulerecord), and fails on a go statement, a clock
 // read, a timer, an unseeded random number, or an import of sync, context,
 // os or net.
 //
@@ -49,7 +51,10 @@
 // term.go (adoption, revocation, callbacks), handoff.go (stop, step-down,
 // release, unlock), schedule.go (the run planner and its record),
 // group.go and balance.go (partition groups), timers.go, close.go,
-// status.go (queries), inputs.go, effects.go, events.go, config.go,
-// errors.go, and describe.go (one line of text per input and effect, for
-// golden traces).
+// status.go (queries, and the runtime's Snapshot), inputs.go, effects.go,
+// config.go (the local validity), errors.go, and describe.go (one line of
+// text per input and effect, for golden traces). The words the core shares
+// with the runtime's API — Reason, SessionState, Role, Event, Config,
+// Schedule and the status types — are declared once, in package vocab; the
+// core uses them as they are, and the runtime re-exports them.
 package engine

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // Mono is a point on the driver's monotonic clock, as the time elapsed since
@@ -94,18 +95,18 @@ type Effect struct {
 	Group     GroupID     // EffStartTask, EffStartRun: the partition's group, 0 if none
 	Partition int         // EffStartTask, EffStartRun: the partition's index
 	Term      TermID
-	Elected   bool   // EffDispatch
-	Lock      bool   // EffTermStarted
-	Name      string // EffTermStarted, EffWatch, EffUnwatch
-	Token     Token  // EffTermStarted
-	Gen       uint64 // EffTermStarted, EffSetDeadline, EffWatch, EffUnwatch
-	At        Mono   // EffSetDeadline
-	Reason    Reason // EffTermEnded
+	Elected   bool         // EffDispatch
+	Lock      bool         // EffTermStarted
+	Name      string       // EffTermStarted, EffWatch, EffUnwatch
+	Token     Token        // EffTermStarted
+	Gen       uint64       // EffTermStarted, EffSetDeadline, EffWatch, EffUnwatch
+	At        Mono         // EffSetDeadline
+	Reason    vocab.Reason // EffTermEnded
 	Slot      time.Time
 	HasSlot   bool
-	Event     Event  // EffEvent
-	Waiter    Waiter // EffComplete
-	Err       error  // EffComplete
+	Event     vocab.Event // EffEvent
+	Waiter    Waiter      // EffComplete
+	Err       error       // EffComplete
 }
 
 // ReqKind says which backend call a Request is.

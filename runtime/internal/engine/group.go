@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // group is the core's record of a partition group this client joined
@@ -17,7 +18,7 @@ type group struct {
 	id     GroupID
 	name   string
 	n      int
-	sched  Schedule           // zero: a task once per term
+	sched  vocab.Schedule     // zero: a task once per term
 	status map[int]*RunStatus // per partition, if scheduled
 
 	parts    map[int]*contender // partitions this member holds or contends for
@@ -48,7 +49,7 @@ func (m *Machine) reserved(name string) bool {
 
 // startGroup registers a group and joins it when the session is live.
 func (m *Machine) startGroup(in StartGroup) error {
-	if m.closing != nil || m.state == Closed {
+	if m.closing != nil || m.state == vocab.SessionClosed {
 		return ErrClosed
 	}
 	if in.ID == 0 || m.groupByID[in.ID] != nil {
@@ -69,7 +70,7 @@ func (m *Machine) startGroup(in StartGroup) error {
 		return fmt.Errorf("%w (%q, its partition %d, is started)", ErrNameInUse, clash, clashPart)
 	}
 	g := &group{id: in.ID, name: in.Name, n: in.N, sched: in.Schedule, parts: make(map[int]*contender)}
-	if !g.sched.Once() {
+	if !vocab.Once(g.sched) {
 		g.status = make(map[int]*RunStatus)
 	}
 	m.groups[g.name] = g
@@ -81,7 +82,7 @@ func (m *Machine) startGroup(in StartGroup) error {
 
 // groupSettle is how long a member waits for joins to settle before it
 // plans on a view that shows new members: a tenth of the renewal interval.
-func groupSettle(cfg Config) time.Duration { return max(cfg.RenewInterval/10, time.Millisecond) }
+func groupSettle(cfg vocab.Config) time.Duration { return max(cfg.RenewInterval/10, time.Millisecond) }
 
 // joinedSince reports whether members (sorted) lists a member that prev
 // (sorted) does not.
@@ -157,7 +158,7 @@ func (m *Machine) groupDone(p *pendingReq, res Result) {
 		return
 	}
 	if errors.Is(res.Err, backends.ErrSessionExpired) {
-		m.sessionLost(SessionExpired)
+		m.sessionLost(vocab.ReasonSessionExpired)
 		return
 	}
 	if res.Err != nil {
@@ -167,7 +168,7 @@ func (m *Machine) groupDone(p *pendingReq, res Result) {
 				g.name, g.n, err)
 		}
 		g.lastErr = err
-		m.event(Event{Kind: EventBackendError, Name: g.name, Group: g.name, Err: err})
+		m.event(vocab.Event{Kind: vocab.EventBackendError, Name: g.name, Group: g.name, Err: err})
 		switch p.req.Kind {
 		case ReqJoin:
 			g.joinAt = m.now + m.cfg.RenewInterval/2 + m.jitter()

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // stopOp is a Stop or StepDown in progress (H1, H4).
@@ -43,9 +45,9 @@ func (m *Machine) stop(c *contender, stepDown bool, cooldown time.Duration, w Wa
 		c.clearWaiter()
 	}
 	if c.phase == phLeader {
-		reason := Stopped
+		reason := vocab.ReasonStopped
 		if stepDown {
-			reason = SteppedDown
+			reason = vocab.ReasonSteppedDown
 		}
 		m.handoff(c, reason)
 		return
@@ -61,7 +63,7 @@ func (m *Machine) stop(c *contender, stepDown bool, cooldown time.Duration, w Wa
 
 // handoff revokes c's term and waits for its task — at most until the
 // session deadline as it stands now — before releasing the lease (H1, H2).
-func (m *Machine) handoff(c *contender, reason Reason) {
+func (m *Machine) handoff(c *contender, reason vocab.Reason) {
 	t := c.term
 	t.revokeDeadline = t.sess.deadline
 	c.phase = phHandoff
@@ -75,7 +77,7 @@ func (m *Machine) handoff(c *contender, reason Reason) {
 		return
 	}
 	if t.taskRunning {
-		m.event(Event{Kind: EventTaskStuck, Name: t.c.name, Token: t.token})
+		m.event(vocab.Event{Kind: vocab.EventTaskStuck, Name: t.c.name, Token: t.token})
 	}
 	m.release(c)
 }
@@ -105,7 +107,7 @@ func (m *Machine) releaseDone(p *pendingReq, res Result) {
 			// The lease may still be ours in the store: the next renewal
 			// re-reads the list and releases what nobody here holds.
 			s.recheck = true
-			m.event(Event{Kind: EventBackendError, Name: p.req.Name, Err: res.Err})
+			m.event(vocab.Event{Kind: vocab.EventBackendError, Name: p.req.Name, Err: res.Err})
 		}
 		if m.closing != nil {
 			m.closing.fail(fmt.Errorf("lease %q not released: %w", p.req.Name, res.Err))
@@ -124,7 +126,7 @@ func (m *Machine) afterRelease(c *contender) {
 		m.handedOffDeferred(c)
 	}
 	if mutant == "release-before-revoke" {
-		m.revoke(t, Stopped)
+		m.revoke(t, vocab.ReasonStopped)
 	}
 	c.term = nil
 	m.revokedCallback(c, t)

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/simba-go/simba/runtime/internal/vocab"
+)
 
 // Input is one thing that happened, handed to [Machine.Step] with the time
 // it happened: an API call, a backend reply, a task's or callback's end, a
@@ -26,12 +30,12 @@ type Start struct {
 	ID              ContenderID
 	Name            string
 	Kind            Kind
-	Listener        bool          // it has a listener: dispatch callbacks
-	Task            bool          // it has a task: start it once per term
-	TaskEndCooldown time.Duration // the step-down cooldown when the task returns early
-	TryOnce         bool          // TryLock: one attempt
-	Waiter          Waiter        // Lock, TryLock: who gets the term
-	Schedule        Schedule      // KindSchedule: when runs happen
+	Listener        bool           // it has a listener: dispatch callbacks
+	Task            bool           // it has a task: start it once per term
+	TaskEndCooldown time.Duration  // the step-down cooldown when the task returns early
+	TryOnce         bool           // TryLock: one attempt
+	Waiter          Waiter         // Lock, TryLock: who gets the term
+	Schedule        vocab.Schedule // KindSchedule: when runs happen
 }
 
 // StartGroup joins the partition group Name of N partitions. A zero
@@ -42,7 +46,7 @@ type StartGroup struct {
 	ID       GroupID
 	Name     string
 	N        int
-	Schedule Schedule
+	Schedule vocab.Schedule
 }
 
 // Stop stops contender ID with the hand-off order (H1), or steps it down for

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // Machine is the engine: sessions, candidates, terms, hand-off, schedules
@@ -12,11 +14,11 @@ import (
 // and Tick, each with its time; effects come out through Ready. It is not
 // safe for concurrent use: the driver serialises calls.
 type Machine struct {
-	cfg Config
+	cfg vocab.Config
 	rng *rand.Rand
 
 	now     Mono
-	state   SessionState
+	state   vocab.SessionState
 	sess    *session // the current session, nil while opening or closed
 	gen     uint64   // last session generation
 	lastErr error    // the last backend failure of the session
@@ -64,8 +66,10 @@ type pendingReq struct {
 }
 
 // New returns a machine with configuration cfg, whose only randomness (the
-// candidates' retry jitter) comes from seed.
-func New(cfg Config, seed uint64) *Machine {
+// candidates' retry jitter) comes from seed. It runs with cfg as given: the
+// driver passes vocab.Effective of the user's Config (defaults applied, the
+// "none" values zero).
+func New(cfg vocab.Config, seed uint64) *Machine {
 	return &Machine{
 		cfg:         cfg,
 		rng:         rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
@@ -81,7 +85,7 @@ func New(cfg Config, seed uint64) *Machine {
 }
 
 // Config returns the machine's configuration.
-func (m *Machine) Config() Config { return m.cfg }
+func (m *Machine) Config() vocab.Config { return m.cfg }
 
 // Step hands the machine one input that happened at now. It returns an error
 // only for Start and StartGroup, which the caller is told synchronously.
@@ -165,8 +169,8 @@ func (m *Machine) Ready() (effects []Effect, wake Mono, ok bool) {
 	return m.out, wake, ok
 }
 
-func (m *Machine) emit(e Effect) { m.effects = append(m.effects, e) }
-func (m *Machine) event(e Event) { m.emit(Effect{Kind: EffEvent, Event: e}) }
+func (m *Machine) emit(e Effect)       { m.effects = append(m.effects, e) }
+func (m *Machine) event(e vocab.Event) { m.emit(Effect{Kind: EffEvent, Event: e}) }
 
 func (m *Machine) complete(w Waiter, t TermID, err error) {
 	if w != 0 {
@@ -195,11 +199,11 @@ func (m *Machine) advance(now Mono) {
 	if now > m.now {
 		m.now = now
 	}
-	if m.state == Closed {
+	if m.state == vocab.SessionClosed {
 		return
 	}
 	if s := m.sess; s != nil && m.now >= s.deadline && !(mutant == "late-reply-revives" && s.kaReq != 0) {
-		m.sessionLost(DeadlinePassed)
+		m.sessionLost(vocab.ReasonDeadlinePassed)
 	}
 	m.fireTimers()
 	if s := m.sess; s != nil && s.kaReq == 0 && s.renewAt > 0 && m.now >= s.renewAt {
@@ -222,13 +226,13 @@ func (m *Machine) settle() {
 	m.compact()
 }
 
-func (m *Machine) setState(s SessionState, err error) {
+func (m *Machine) setState(s vocab.SessionState, err error) {
 	if m.state == s {
 		return
 	}
 	m.state = s
-	var e Event
-	e.Kind, e.State, e.Err = EventSessionState, s, err
+	var e vocab.Event
+	e.Kind, e.State, e.Err = vocab.EventSessionState, s, err
 	if m.sess != nil {
 		e.Session = m.sess.id
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // These tests drive the state machine alone: the clock is a variable, backend
@@ -17,13 +18,13 @@ import (
 type harness struct {
 	t   *testing.T
 	m   *Machine
-	cfg Config
+	cfg vocab.Config
 	now Mono
 
 	sent       []Request // requests not yet answered, in order
 	dispatched []Effect
 	tasks      []TermID
-	events     []Event
+	events     []vocab.Event
 	completed  []Effect
 	log        []string // every effect, in order, for ordering checks
 
@@ -39,18 +40,18 @@ type hterm struct {
 	token  Token
 	gen    uint64
 	ended  bool
-	reason Reason
+	reason vocab.Reason
 	h      *harness
 }
 
-func (t *hterm) Valid() bool    { return !t.ended && t.h.now < t.h.deadlines[t.gen] }
-func (t *hterm) Reason() Reason { return t.reason }
-func (t *hterm) deadline() Mono { return t.h.deadlines[t.gen] }
-func (t *hterm) String() string { return fmt.Sprintf("%s#%d", t.name, t.token) }
+func (t *hterm) Valid() bool          { return !t.ended && t.h.now < t.h.deadlines[t.gen] }
+func (t *hterm) Reason() vocab.Reason { return t.reason }
+func (t *hterm) deadline() Mono       { return t.h.deadlines[t.gen] }
+func (t *hterm) String() string       { return fmt.Sprintf("%s#%d", t.name, t.token) }
 
 var errDown = fmt.Errorf("connection refused: %w", backends.ErrUnavailable)
 
-func newHarness(t *testing.T, cfg Config) *harness {
+func newHarness(t *testing.T, cfg vocab.Config) *harness {
 	h := &harness{t: t, cfg: cfg, terms: make(map[TermID]*hterm), deadlines: make(map[uint64]Mono)}
 	h.m = New(cfg, 1)
 	h.m.Tick(0)
@@ -193,7 +194,7 @@ func (h *harness) keepAliveUntil(at Mono) {
 	}
 }
 
-func (h *harness) eventCount(kind EventKind) int {
+func (h *harness) eventCount(kind vocab.EventKind) int {
 	n := 0
 	for _, e := range h.events {
 		if e.Kind == kind {
@@ -203,12 +204,12 @@ func (h *harness) eventCount(kind EventKind) int {
 	return n
 }
 
-func localDeadline(cfg Config, sentAt Mono, remaining time.Duration) Mono {
+func localDeadline(cfg vocab.Config, sentAt Mono, remaining time.Duration) Mono {
 	return sentAt + time.Duration(float64(remaining)*(1-cfg.Drift)) - cfg.Margin
 }
 
 // testCfg is the runtime's ConfigFor(3 * time.Second): renew 1s, margin 50ms, drift 0.01.
-var testCfg = Config{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, Drift: 0.01,
+var testCfg = vocab.Config{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, Drift: 0.01,
 	Margin: 50 * time.Millisecond, RetryJitter: 500 * time.Millisecond, MinBackoff: 100 * time.Millisecond}
 
 // D1: the deadline counts from when the request was sent, so a slow reply
@@ -232,7 +233,7 @@ func TestMachineDeadlineFromSentAt(t *testing.T) {
 	if got, want := sess.deadline, localDeadline(testCfg, sentAt, 3*time.Second); got != want {
 		t.Fatalf("deadline after a reply 700ms late = %v, want %v (from sentAt %v)", got, want, sentAt)
 	}
-	if h.m.state != Live {
+	if h.m.state != vocab.SessionLive {
 		t.Fatalf("state = %v, want live", h.m.state)
 	}
 }
@@ -253,14 +254,14 @@ func TestMachineLateReplyDoesNotRevive(t *testing.T) {
 		t.Fatal("term invalid before its deadline")
 	}
 	h.advanceTo(dl)
-	if term.Valid() || term.Reason() != DeadlinePassed {
+	if term.Valid() || term.Reason() != vocab.ReasonDeadlinePassed {
 		t.Fatalf("at the deadline: Valid=%v Reason=%v, want false, deadline passed", term.Valid(), term.Reason())
 	}
 	if !h.has(ReqOpen) {
 		t.Fatal("no new session opened after the deadline")
 	}
 	h.reply(ka, renewal(3*time.Second, 0)) // the late reply
-	if term.Valid() || term.Reason() != DeadlinePassed || term.deadline() != dl {
+	if term.Valid() || term.Reason() != vocab.ReasonDeadlinePassed || term.deadline() != dl {
 		t.Fatalf("late reply changed the ended term: Valid=%v Reason=%v deadline=%v (was %v)",
 			term.Valid(), term.Reason(), term.deadline(), dl)
 	}
@@ -278,7 +279,7 @@ func TestMachineShortenedGrant(t *testing.T) {
 	h := newHarness(t, testCfg)
 	r := h.take(ReqOpen)
 	h.reply(r, Result{Session: "s1", Renewal: backends.Renewal{Remaining: 1500 * time.Millisecond}})
-	local := testCfg.LocalValidity(1500 * time.Millisecond)
+	local := h.m.localValidity(1500 * time.Millisecond)
 	if got := h.m.sess.period; got != local/3 {
 		t.Fatalf("period = %v, want a third of the local validity %v", got, local/3)
 	}
@@ -286,10 +287,10 @@ func TestMachineShortenedGrant(t *testing.T) {
 		h.advanceTo(h.m.sess.renewAt)
 		h.reply(h.take(ReqKeepAlive), renewal(1500*time.Millisecond, 0))
 	}
-	if n := h.eventCount(EventSessionLeaseShortened); n != 1 {
+	if n := h.eventCount(vocab.EventSessionLeaseShortened); n != 1 {
 		t.Fatalf("SessionLeaseShortened published %d times, want once per session", n)
 	}
-	if h.m.state != Live {
+	if h.m.state != vocab.SessionLive {
 		t.Fatalf("state = %v, want live: no term should end with DeadlinePassed", h.m.state)
 	}
 }
@@ -308,7 +309,7 @@ func TestMachineRenewBackoff(t *testing.T) {
 			continue
 		}
 		h.reply(h.take(ReqKeepAlive), Result{Err: errDown})
-		if h.m.state != Suspended {
+		if h.m.state != vocab.SessionSuspended {
 			t.Fatalf("state = %v after a failed renewal, want suspended", h.m.state)
 		}
 		s := h.m.sess
@@ -329,7 +330,7 @@ func TestMachineRenewBackoff(t *testing.T) {
 		t.Fatalf("only %d retries before the deadline: %v", len(retries), retries)
 	}
 	h.advanceTo(dl)
-	if h.m.sess != nil || h.m.state != Opening {
+	if h.m.sess != nil || h.m.state != vocab.SessionOpening {
 		t.Fatalf("after the deadline: state %v, want opening with no session", h.m.state)
 	}
 }
@@ -394,7 +395,7 @@ func TestMachineTakenOver(t *testing.T) {
 	owned := h.take(ReqOwned)
 	h.reply(owned, Result{Held: []backends.Held{{Name: "b", Token: 4}, {Name: "stray", Token: 2}},
 		Digest: backends.Digest{Leases: 2, Version: 5}})
-	if ta.Valid() || ta.Reason() != TakenOver {
+	if ta.Valid() || ta.Reason() != vocab.ReasonTakenOver {
 		t.Fatalf("term a: Valid=%v Reason=%v, want taken over", ta.Valid(), ta.Reason())
 	}
 	if !tb.Valid() {
@@ -479,7 +480,7 @@ func TestMachineStuckTask(t *testing.T) {
 	if rel := h.take(ReqRelease); rel.Token != term.token {
 		t.Fatalf("release token %d, want %d", rel.Token, term.token)
 	}
-	if h.eventCount(EventTaskStuck) != 1 {
+	if h.eventCount(vocab.EventTaskStuck) != 1 {
 		t.Fatal("stuck task not reported")
 	}
 }
@@ -495,7 +496,7 @@ func TestMachineSessionExpiredDoesNotWait(t *testing.T) {
 	h.advanceTo(testCfg.RenewInterval)
 	h.dispatched = nil
 	h.reply(h.take(ReqKeepAlive), Result{Err: fmt.Errorf("gone: %w", backends.ErrSessionExpired)})
-	if term.Reason() != SessionExpired {
+	if term.Reason() != vocab.ReasonSessionExpired {
 		t.Fatalf("reason = %v, want session expired", term.Reason())
 	}
 	if len(h.dispatched) != 1 || h.dispatched[0].Elected {
@@ -504,7 +505,7 @@ func TestMachineSessionExpiredDoesNotWait(t *testing.T) {
 	if h.has(ReqRelease) {
 		t.Fatal("released on an expired session")
 	}
-	if !h.has(ReqOpen) || h.m.state != Opening {
+	if !h.has(ReqOpen) || h.m.state != vocab.SessionOpening {
 		t.Fatal("S3: no new session opening after expiry")
 	}
 	// The task is still running: no new attempt until it returns.

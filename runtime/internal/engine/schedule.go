@@ -2,28 +2,12 @@ package engine
 
 import (
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/internal/schedulerecord"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
-
-// Schedule says when a contender's runs happen (§13): in every slot of Rate
-// on the store's clock, or Delay after the previous run ended, the first
-// after Initial from the election, each only if the term stays valid for
-// more than Step (E1). With neither Rate nor Delay (a group's once-per-term
-// task), the task starts once per term after Initial and the step check.
-type Schedule struct {
-	Rate    time.Duration
-	Delay   time.Duration
-	Initial time.Duration
-	Step    time.Duration
-}
-
-// Once reports whether s runs a task once per term rather than on a
-// schedule.
-func (s Schedule) Once() bool { return s.Rate == 0 && s.Delay == 0 }
 
 // RunStatus is a schedule's runs so far, over every term of this client.
 type RunStatus struct {
@@ -33,6 +17,20 @@ type RunStatus struct {
 	HasLastRun bool
 	LastErr    error // the last run's error, nil if it succeeded
 	Runs       int   // runs started
+}
+
+// At returns r as the runtime's ScheduleStatus shows it: the Mono times
+// are made local times on the driver's clock whose zero is epoch. It is
+// the one conversion between the two.
+func (r *RunStatus) At(epoch time.Time) vocab.ScheduleStatus {
+	st := vocab.ScheduleStatus{LastErr: r.LastErr, Runs: r.Runs}
+	if r.HasNext {
+		st.Next = epoch.Add(r.Next)
+	}
+	if r.HasLastRun {
+		st.LastRun = epoch.Add(r.LastRun)
+	}
+	return st
 }
 
 type runState uint8
@@ -49,8 +47,8 @@ const (
 
 // run is the planner of one scheduled term's runs.
 type run struct {
-	spec    Schedule
-	kind    string    // "rate" or "delay", as recorded
+	spec    vocab.Schedule
+	kind    string    // schedulerecord.Rate or Delay, as recorded
 	last    time.Time // the last slot (rate) or end (delay) recorded, if hasLast
 	hasLast bool
 	firstAt Mono  // no run before (the initial delay)
@@ -62,31 +60,6 @@ type run struct {
 	status  *RunStatus
 }
 
-// The lease value a schedule records: "simba/v1 rate <unix ms>" or
-// "simba/v1 delay <unix ms>".
-const recordPrefix = "simba/v1 "
-
-// EncodeRecord returns the lease value that records a run: for kind "rate"
-// the start of its slot, for "delay" its end, in Unix milliseconds of the
-// store's clock.
-func EncodeRecord(kind string, at time.Time) []byte {
-	return []byte(recordPrefix + kind + " " + strconv.FormatInt(at.UnixMilli(), 10))
-}
-
-// DecodeRecord reads a lease value written by EncodeRecord for kind; ok is
-// false for any other value.
-func DecodeRecord(v []byte, kind string) (at time.Time, ok bool) {
-	rest, ok := strings.CutPrefix(string(v), recordPrefix+kind+" ")
-	if !ok {
-		return time.Time{}, false
-	}
-	ms, err := strconv.ParseInt(rest, 10, 64)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return time.UnixMilli(ms), true
-}
-
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b != 0 && (a < 0) != (b < 0) {
@@ -96,12 +69,12 @@ func floorDiv(a, b int64) int64 {
 }
 
 // spec returns the schedule c's terms run on, and its status.
-func (c *contender) spec() (Schedule, *RunStatus) {
+func (c *contender) spec() (vocab.Schedule, *RunStatus) {
 	if g := c.group; g != nil {
 		return g.sched, g.status[c.part]
 	}
 	if c.x == nil {
-		return Schedule{}, nil
+		return vocab.Schedule{}, nil
 	}
 	return c.x.sched, c.x.status
 }
@@ -113,12 +86,12 @@ func (c *contender) spec() (Schedule, *RunStatus) {
 func (m *Machine) startWork(c *contender, t *term, value []byte) {
 	s, status := c.spec()
 	switch {
-	case c.kind == KindSchedule || c.group != nil && !s.Once():
-		r := &run{spec: s, kind: "rate", firstAt: m.now + s.Initial, status: status}
+	case c.kind == KindSchedule || c.group != nil && !vocab.Once(s):
+		r := &run{spec: s, kind: schedulerecord.Rate, firstAt: m.now + s.Initial, status: status}
 		if s.Delay > 0 {
-			r.kind = "delay"
+			r.kind = schedulerecord.Delay
 		}
-		r.last, r.hasLast = DecodeRecord(value, r.kind)
+		r.last, r.hasLast = schedulerecord.DecodeKind(value, r.kind)
 		t.run = r
 		m.planRun(t)
 	case c.group != nil && s.Initial > 0:
@@ -253,9 +226,9 @@ func (m *Machine) runDone(t *term, err error, canceled bool) {
 	// The run's outcome, for the metrics adapters' runs by outcome: a
 	// failure (unless the term's end cancelled it), or a success, reported
 	// before the run is recorded. Nothing below depends on it.
-	e := Event{Kind: EventRunSucceeded, Name: t.c.name, Token: t.token, Duration: m.now - r.started}
+	e := vocab.Event{Kind: vocab.EventRunSucceeded, Name: t.c.name, Token: t.token, Duration: m.now - r.started}
 	if err != nil {
-		e.Kind, e.Err = EventRunFailed, err
+		e.Kind, e.Err = vocab.EventRunFailed, err
 	}
 	if g := t.c.group; g != nil {
 		e.Group, e.Partition = g.name, t.c.part
@@ -295,7 +268,7 @@ func (m *Machine) record(t *term, err error, canceled bool) {
 		return
 	}
 	r.state = runRecording
-	m.send(Request{Kind: ReqPutValue, Gen: s.gen, Name: t.c.name, Token: t.token, Value: EncodeRecord(r.kind, at),
+	m.send(Request{Kind: ReqPutValue, Gen: s.gen, Name: t.c.name, Token: t.token, Value: schedulerecord.Encode(r.kind, at),
 		Timeout: s.period}, &pendingReq{t: t})
 }
 
@@ -309,7 +282,7 @@ func (m *Machine) putValueDone(p *pendingReq, res Result) {
 			m.runFinished(t, true) // the store gave the lease away: no more runs in this term
 			return
 		}
-		m.event(Event{Kind: EventBackendError, Name: t.c.name, Token: t.token, Err: res.Err})
+		m.event(vocab.Event{Kind: vocab.EventBackendError, Name: t.c.name, Token: t.token, Err: res.Err})
 	}
 	m.runFinished(t, false)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // session is the core's record of one backend session (S1): its local
@@ -47,7 +48,7 @@ func (m *Machine) setDeadline(s *session, at Mono) {
 }
 
 func (m *Machine) maybeOpen() {
-	if m.sess != nil || m.openReq != 0 || m.closing != nil || m.state == Closed || m.now < m.openAt {
+	if m.sess != nil || m.openReq != 0 || m.closing != nil || m.state == vocab.SessionClosed || m.now < m.openAt {
 		return
 	}
 	m.gen++
@@ -57,13 +58,13 @@ func (m *Machine) maybeOpen() {
 
 func (m *Machine) openDone(p *pendingReq, res Result) {
 	m.openReq = 0
-	if res.Err == nil && (m.closing != nil || m.state == Closed) {
+	if res.Err == nil && (m.closing != nil || m.state == vocab.SessionClosed) {
 		// Opened while closing: close it again.
 		m.send(Request{Kind: ReqClose, Gen: p.req.Gen, Timeout: m.cfg.RenewInterval}, &pendingReq{})
 		return
 	}
 	if res.Err == nil {
-		local := m.cfg.LocalValidity(res.Renewal.Remaining)
+		local := m.localValidity(res.Renewal.Remaining)
 		if p.sentAt+local <= m.now {
 			res.Err = errors.New("simba: session granted no usable validity (reply too slow or lease too short)")
 			m.send(Request{Kind: ReqClose, Gen: p.req.Gen, Timeout: m.cfg.RenewInterval}, &pendingReq{})
@@ -73,10 +74,10 @@ func (m *Machine) openDone(p *pendingReq, res Result) {
 			m.setDeadline(s, m.deadlineFrom(p.sentAt, local))
 			m.sess = s
 			m.lastErr = nil
-			m.event(Event{Kind: EventSessionOpened, Session: s.id, Duration: local})
+			m.event(vocab.Event{Kind: vocab.EventSessionOpened, Session: s.id, Duration: local})
 			m.setPeriod(s, p.sentAt, local)
 			m.noteStoreTime(s, p.sentAt, res.Renewal.StoreTime)
-			m.setState(Live, nil)
+			m.setState(vocab.SessionLive, nil)
 			for _, c := range m.contenders {
 				if !c.removed && c.phase != phDone && c.group == nil {
 					m.wake(c) // it watches again once this session is refused the lease
@@ -89,7 +90,7 @@ func (m *Machine) openDone(p *pendingReq, res Result) {
 		}
 	}
 	m.lastErr = res.Err
-	m.event(Event{Kind: EventBackendError, Err: res.Err})
+	m.event(vocab.Event{Kind: vocab.EventBackendError, Err: res.Err})
 	m.openAt = m.now + m.openBackoff
 	m.openBackoff = min(2*m.openBackoff, m.cfg.RenewInterval)
 }
@@ -102,7 +103,7 @@ func (m *Machine) setPeriod(s *session, sentAt Mono, local time.Duration) {
 		s.period = max(local/3, time.Millisecond)
 		if !s.short {
 			s.short = true
-			m.event(Event{Kind: EventSessionLeaseShortened, Session: s.id, Duration: local})
+			m.event(vocab.Event{Kind: vocab.EventSessionLeaseShortened, Session: s.id, Duration: local})
 		}
 	}
 	s.renewAt = sentAt + s.period
@@ -132,17 +133,17 @@ func (m *Machine) keepAliveDone(p *pendingReq, res Result) {
 	s.kaReq = 0
 	switch {
 	case res.Err == nil:
-		local := m.cfg.LocalValidity(res.Renewal.Remaining)
+		local := m.localValidity(res.Renewal.Remaining)
 		m.setDeadline(s, m.deadlineFrom(p.sentAt, local)) // D1: from when the request was sent
 		if m.now >= s.deadline && mutant != "late-reply-revives" {
-			m.sessionLost(DeadlinePassed)
+			m.sessionLost(vocab.ReasonDeadlinePassed)
 			return
 		}
 		m.lastErr = nil
 		m.setPeriod(s, p.sentAt, local)
 		m.noteStoreTime(s, p.sentAt, res.Renewal.StoreTime)
-		m.event(Event{Kind: EventSessionRenewed, Session: s.id, Duration: m.now - p.sentAt})
-		m.setState(Live, nil)
+		m.event(vocab.Event{Kind: vocab.EventSessionRenewed, Session: s.id, Duration: m.now - p.sentAt})
+		m.setState(vocab.SessionLive, nil)
 		d := res.Renewal.Digest
 		m.checkDigest(s, d) // T4
 		if d.Groups != s.digest.Groups {
@@ -151,12 +152,12 @@ func (m *Machine) keepAliveDone(p *pendingReq, res Result) {
 		}
 		m.wakeWaiters()
 	case errors.Is(res.Err, backends.ErrSessionExpired):
-		m.sessionLost(SessionExpired)
+		m.sessionLost(vocab.ReasonSessionExpired)
 	default:
 		// C3: retry after half the time left, within [MinBackoff, RenewInterval].
 		m.lastErr = res.Err
-		m.event(Event{Kind: EventBackendError, Session: s.id, Err: res.Err})
-		m.setState(Suspended, res.Err)
+		m.event(vocab.Event{Kind: vocab.EventBackendError, Session: s.id, Err: res.Err})
+		m.setState(vocab.SessionSuspended, res.Err)
 		if at, ok := m.retryRenewalAt(s); ok {
 			s.renewAt = at
 		} else {
@@ -232,7 +233,7 @@ func (m *Machine) ownedDone(p *pendingReq, res Result) {
 	s.ownedReq = 0
 	if res.Err != nil {
 		if errors.Is(res.Err, backends.ErrSessionExpired) {
-			m.sessionLost(SessionExpired)
+			m.sessionLost(vocab.ReasonSessionExpired)
 			return
 		}
 		s.recheck = true // the next keep-alive asks again, whatever its digest
@@ -252,7 +253,7 @@ func (m *Machine) ownedDone(p *pendingReq, res Result) {
 			delete(held, t.c.name)
 			continue
 		}
-		m.loseTerm(c, TakenOver)
+		m.loseTerm(c, vocab.ReasonTakenOver)
 	}
 	for _, h := range res.Held {
 		tok, stray := held[h.Name]
@@ -271,11 +272,11 @@ func (m *Machine) ownedDone(p *pendingReq, res Result) {
 // sessionLost ends the current session for reason (DeadlinePassed or
 // SessionExpired): every term of it is revoked at once (H3), the session is
 // closed on a best-effort basis, and a new one opens.
-func (m *Machine) sessionLost(reason Reason) {
+func (m *Machine) sessionLost(reason vocab.Reason) {
 	s := m.sess
 	s.ended = true
 	m.sess = nil
-	m.event(Event{Kind: EventSessionEnded, Session: s.id, Reason: reason})
+	m.event(vocab.Event{Kind: vocab.EventSessionEnded, Session: s.id, Reason: reason})
 	for _, c := range m.contenders {
 		if !c.removed && c.term != nil && c.term.sess == s {
 			m.loseTerm(c, reason)
@@ -290,7 +291,7 @@ func (m *Machine) sessionLost(reason Reason) {
 		m.closing.fail(fmt.Errorf("session %s ended (%v) before it could hand over: what it held stays taken until the store expires it", s.id, reason))
 	}
 	if m.closing == nil {
-		m.setState(Opening, m.lastErr)
+		m.setState(vocab.SessionOpening, m.lastErr)
 		m.openAt = m.now
 		m.maybeOpen()
 	}
@@ -324,7 +325,7 @@ func (m *Machine) storeTimeDone(p *pendingReq, res Result) {
 	s.storeReq = 0
 	if res.Err != nil {
 		// B5: the runs wait for the next renewal, which asks again.
-		m.event(Event{Kind: EventBackendError, Session: s.id, Err: res.Err})
+		m.event(vocab.Event{Kind: vocab.EventBackendError, Session: s.id, Err: res.Err})
 		return
 	}
 	m.noteStoreTime(s, p.sentAt, res.StoreTime)

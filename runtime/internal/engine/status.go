@@ -4,14 +4,16 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // The core's answers to the driver's questions, as raft's Status: each
-// reads state and changes nothing.
+// reads state and changes nothing. The runtime's Snapshot is built here,
+// in the vocabulary's types, so that the driver converts nothing.
 
 // State returns the session's state, whether a Close is in progress, and
 // the backend's last failure (nil after a success).
-func (m *Machine) State() (state SessionState, closing bool, lastErr error) {
+func (m *Machine) State() (state vocab.SessionState, closing bool, lastErr error) {
 	return m.state, m.closing != nil, m.lastErr
 }
 
@@ -77,117 +79,68 @@ func (m *Machine) HeldPartitions(id GroupID) []int {
 	return held
 }
 
-// ScheduleStatus returns the runs of schedule id so far.
-func (m *Machine) ScheduleStatus(id ContenderID) (RunStatus, bool) {
+// ScheduleStatus returns the runs of schedule id so far, with the times
+// on the driver's clock whose zero is epoch (see [RunStatus.At]).
+func (m *Machine) ScheduleStatus(id ContenderID, epoch time.Time) (vocab.ScheduleStatus, bool) {
 	if c := m.byID[id]; c != nil && c.runStatus() != nil {
-		return *c.runStatus(), true
+		return c.runStatus().At(epoch), true
 	}
-	return RunStatus{}, false
+	return vocab.ScheduleStatus{}, false
 }
 
-// Status is the core's state at one instant, for the runtime's Snapshot.
-type Status struct {
-	State       SessionState
-	Session     backends.SessionID
-	Remaining   time.Duration
-	RenewPeriod time.Duration
-	LastErr     error
-	Leases      []LeaseStatus // in start order; partitions are in Groups
-	Groups      []GroupStatus // in start order
-}
-
-// Role is what the client does about one lease name. Its values are the
-// runtime's Role values.
-type Role int
-
-// The roles, in the runtime's order.
-const (
-	RoleCandidate Role = iota
-	RoleLeader
-	RoleHandingOff
-	RoleCoolingDown
-)
-
-// LeaseStatus is one started name's entry in a Status.
-type LeaseStatus struct {
-	ID        ContenderID
-	Name      string
-	Lock      bool
-	Role      Role
-	Token     Token
-	Remaining time.Duration
-	Cooldown  time.Duration
-	Schedule  *RunStatus
-}
-
-// GroupStatus is one group's entry in a Status.
-type GroupStatus struct {
-	ID           GroupID
-	Name         string
-	Partitions   int
-	Members      int
-	Held         []int
-	Joined       bool
-	LastErr      error
-	PerPartition []PartitionStatus
-}
-
-// PartitionStatus is one held partition's entry in a GroupStatus.
-type PartitionStatus struct {
-	Index     int
-	Token     Token
-	Remaining time.Duration
-	Schedule  *RunStatus
-}
-
-// Status returns the state at now.
-func (m *Machine) Status(now Mono) Status {
-	st := Status{State: m.state, LastErr: m.lastErr}
+// Snapshot returns the state at now, as the runtime shows it: the local
+// times in it are on the driver's clock whose zero is epoch (Mono m is
+// epoch.Add(m)).
+func (m *Machine) Snapshot(now Mono, epoch time.Time) vocab.Snapshot {
+	snap := vocab.Snapshot{State: m.state, LastError: m.lastErr}
 	if s := m.sess; s != nil {
-		st.Session = s.id
-		st.Remaining = max(0, s.deadline-now)
-		st.RenewPeriod = s.period
+		snap.Session = s.id
+		snap.Remaining = max(0, s.deadline-now)
+		snap.RenewPeriod = s.period
+	}
+	if snap.Remaining > 0 {
+		snap.Deadline = epoch.Add(now + snap.Remaining)
 	}
 	for _, g := range m.groupList {
 		if g.removed {
 			continue
 		}
-		gs := GroupStatus{ID: g.id, Name: g.name, Partitions: g.n, Held: m.HeldPartitions(g.id), Joined: g.joined,
-			LastErr: g.lastErr}
+		gs := vocab.GroupStatus{Name: g.name, Partitions: g.n, Held: m.HeldPartitions(g.id), Joined: g.joined,
+			LastError: g.lastErr}
 		if g.viewed {
 			gs.Members = len(g.view.Members)
 		}
 		for _, i := range gs.Held {
 			t := g.parts[i].term
-			ps := PartitionStatus{Index: i, Token: t.token, Remaining: m.remaining(t, now)}
+			ps := vocab.PartitionStatus{Index: i, Token: t.token, Remaining: m.remaining(t, now)}
 			if rs := g.status[i]; rs != nil {
-				cp := *rs
-				ps.Schedule = &cp
+				ss := rs.At(epoch)
+				ps.Schedule = &ss
 			}
 			gs.PerPartition = append(gs.PerPartition, ps)
 		}
-		st.Groups = append(st.Groups, gs)
+		snap.Groups = append(snap.Groups, gs)
 	}
 	for _, c := range m.contenders {
 		if c.removed || c.group != nil {
 			continue
 		}
-		ls := LeaseStatus{ID: c.id, Name: c.name, Lock: c.kind == KindLock}
+		ls := vocab.LeaseStatus{Name: c.name, Lock: c.kind == KindLock}
 		if rs := c.runStatus(); rs != nil {
-			cp := *rs
-			ls.Schedule = &cp
+			ss := rs.At(epoch)
+			ls.Schedule = &ss
 		}
 		switch {
 		case c.phase == phLeader:
-			ls.Role, ls.Token, ls.Remaining = RoleLeader, c.term.token, m.remaining(c.term, now)
+			ls.Role, ls.Token, ls.Remaining = vocab.RoleLeader, c.term.token, m.remaining(c.term, now)
 		case c.phase == phHandoff:
-			ls.Role, ls.Token = RoleHandingOff, c.term.token
+			ls.Role, ls.Token = vocab.RoleHandingOff, c.term.token
 		case c.cooldownUntil > now:
-			ls.Role, ls.Cooldown = RoleCoolingDown, c.cooldownUntil-now
+			ls.Role, ls.Cooldown = vocab.RoleCoolingDown, c.cooldownUntil-now
 		}
-		st.Leases = append(st.Leases, ls)
+		snap.Leases = append(snap.Leases, ls)
 	}
-	return st
+	return snap
 }
 
 // remaining is t's validity left at now, as its Term reports it (T3).

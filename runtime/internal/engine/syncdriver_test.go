@@ -8,6 +8,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/memory"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // syncDriver performs the machine's effects synchronously against a real
@@ -22,7 +23,7 @@ type syncDriver struct {
 	sessions map[uint64]backends.Session
 }
 
-func newSyncDriver(tb testing.TB, b backends.Backend, cfg Config) *syncDriver {
+func newSyncDriver(tb testing.TB, b backends.Backend, cfg vocab.Config) *syncDriver {
 	d := &syncDriver{tb: tb, b: b, sessions: make(map[uint64]backends.Session)}
 	d.m = New(cfg, 1)
 	d.m.Tick(0)
@@ -78,7 +79,7 @@ func (d *syncDriver) advance(to Mono) {
 }
 
 // defaultCfg is the runtime's DefaultConfig: a 15s lease renewed every 5s.
-var defaultCfg = Config{LeaseDuration: 15 * time.Second, RenewInterval: 5 * time.Second, Drift: 0.01,
+var defaultCfg = vocab.Config{LeaseDuration: 15 * time.Second, RenewInterval: 5 * time.Second, Drift: 0.01,
 	Margin: 50 * time.Millisecond, RetryJitter: 2500 * time.Millisecond, MinBackoff: 100 * time.Millisecond}
 
 // BenchmarkRenewal measures one renewal of a session holding 1, 100 and

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/simba-go/simba/runtime/internal/vocab"
+)
 
 // term is the core's record of one term (T2): a period during which this
 // node owns a lease, from adoption to revocation, and what still refers to
@@ -17,7 +21,7 @@ type term struct {
 
 	revokeDeadline Mono // the session deadline when the hand-off began (H1)
 
-	reason        Reason
+	reason        vocab.Reason
 	ended         bool
 	taskRunning   bool  // a task or a schedule's runs hold the hand-off (H1)
 	electedQueued bool  // the elected callback was dispatched
@@ -35,7 +39,7 @@ func (m *Machine) adopt(c *contender, s *session, token Token, value []byte) {
 	m.unwatch(c) // a holder waits for no release (S1)
 	m.emit(Effect{Kind: EffTermStarted, Term: t.id, Contender: c.id, Name: c.name, Token: token, Gen: s.gen,
 		Lock: c.kind == KindLock})
-	elected := Event{Kind: EventElected, Name: c.name, Token: token, Session: s.id}
+	elected := vocab.Event{Kind: vocab.EventElected, Name: c.name, Token: token, Session: s.id}
 	if g := c.group; g != nil {
 		// A partition's term says its group, so that metrics can count it
 		// per group rather than per partition lease.
@@ -43,7 +47,7 @@ func (m *Machine) adopt(c *contender, s *session, token Token, value []byte) {
 	}
 	m.event(elected)
 	if g := c.group; g != nil {
-		m.event(Event{Kind: EventPartitionGained, Name: c.name, Token: token, Session: s.id, Group: g.name, Partition: c.part})
+		m.event(vocab.Event{Kind: vocab.EventPartitionGained, Name: c.name, Token: token, Session: s.id, Group: g.name, Partition: c.part})
 	}
 	if w := c.waiter(); w != 0 {
 		m.complete(w, t.id, nil)
@@ -77,19 +81,19 @@ func (m *Machine) revokedCallback(c *contender, t *term) {
 // revoke ends t for r: Valid is false from now on (T3). A schedule or a
 // delayed task waiting for its time has nothing to wait for: its work ends
 // with the term.
-func (m *Machine) revoke(t *term, r Reason) {
+func (m *Machine) revoke(t *term, r vocab.Reason) {
 	if t.ended {
 		return
 	}
 	t.ended, t.reason = true, r
 	m.emit(Effect{Kind: EffTermEnded, Term: t.id, Reason: r})
-	revoked := Event{Kind: EventRevoked, Name: t.c.name, Token: t.token, Session: t.sess.id, Reason: r}
+	revoked := vocab.Event{Kind: vocab.EventRevoked, Name: t.c.name, Token: t.token, Session: t.sess.id, Reason: r}
 	if c := t.c; c.group != nil {
 		revoked.Group, revoked.Partition = c.group.name, c.part // as for EventElected
 	}
 	m.event(revoked)
 	if c := t.c; c.group != nil {
-		m.event(Event{Kind: EventPartitionLost, Name: t.c.name, Token: t.token, Session: t.sess.id, Reason: r,
+		m.event(vocab.Event{Kind: vocab.EventPartitionLost, Name: t.c.name, Token: t.token, Session: t.sess.id, Reason: r,
 			Group: c.group.name, Partition: c.part})
 	}
 	m.workEnds(t)
@@ -97,7 +101,7 @@ func (m *Machine) revoke(t *term, r Reason) {
 
 // loseTerm ends c's term at once, for a reason other than Stop or StepDown
 // (H3): the backend may have given the lease away already.
-func (m *Machine) loseTerm(c *contender, reason Reason) {
+func (m *Machine) loseTerm(c *contender, reason vocab.Reason) {
 	t := c.term
 	m.revoke(t, reason)
 	if c.phase == phHandoff {
@@ -130,7 +134,7 @@ func (m *Machine) taskDone(t *term, err error, canceled bool) {
 		return
 	}
 	if err != nil && !(t.ended && canceled) {
-		m.event(Event{Kind: EventTaskFailed, Name: t.c.name, Token: t.token, Err: err})
+		m.event(vocab.Event{Kind: vocab.EventTaskFailed, Name: t.c.name, Token: t.token, Err: err})
 	}
 	m.taskEnded(t)
 }
@@ -175,10 +179,10 @@ func (m *Machine) dispatchFailed(c *contender, t *term, err error) {
 		return
 	}
 	t.electedFailed = true
-	m.event(Event{Kind: EventCallbackRejected, Name: t.c.name, Token: t.token, Err: err})
+	m.event(vocab.Event{Kind: vocab.EventCallbackRejected, Name: t.c.name, Token: t.token, Err: err})
 	if c.term == t && c.phase == phLeader && c.op == nil {
 		c.op = &stopOp{stepDown: true, cooldown: m.cfg.LeaseDuration, at: m.now}
-		m.handoff(c, SteppedDown)
+		m.handoff(c, vocab.ReasonSteppedDown)
 		return
 	}
 	m.endOp(c)

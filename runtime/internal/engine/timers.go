@@ -1,6 +1,10 @@
 package engine
 
-import "container/heap"
+import (
+	"container/heap"
+
+	"github.com/simba-go/simba/runtime/internal/vocab"
+)
 
 // timerEntry is a contender's, a group's or a term's wake-up; entries
 // superseded by a later one are skipped (lazy deletion).
@@ -94,7 +98,7 @@ func (m *Machine) nextWake() (Mono, bool) {
 		if s.kaReq == 0 && s.renewAt > 0 {
 			consider(s.renewAt)
 		}
-	} else if m.state != Closed && m.closing == nil && m.openReq == 0 {
+	} else if m.state != vocab.SessionClosed && m.closing == nil && m.openReq == 0 {
 		consider(m.openAt)
 	}
 	if m.stopMore() {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // Golden traces, in the style of etcd raft's datadriven interaction tests:
@@ -210,14 +211,14 @@ func (s *script) run(line string) (string, error) {
 			st.Kind = KindLock
 		case "schedule":
 			st.Kind = KindSchedule
-			st.Schedule = Schedule{Rate: dur("rate"), Delay: dur("delay"), Initial: dur("initial"), Step: dur("step")}
+			st.Schedule = vocab.Schedule{Rate: dur("rate"), Delay: dur("delay"), Initial: dur("initial"), Step: dur("step")}
 		default:
 			return "", fmt.Errorf("unknown kind %q", word(1))
 		}
 		in = st
 	case "start-group":
 		in = StartGroup{ID: GroupID(num(word(0))), Name: word(1), N: int(num(kv["n"])),
-			Schedule: Schedule{Rate: dur("rate"), Delay: dur("delay"), Initial: dur("initial"), Step: dur("step")}}
+			Schedule: vocab.Schedule{Rate: dur("rate"), Delay: dur("delay"), Initial: dur("initial"), Step: dur("step")}}
 	case "stop":
 		_, stepDown := kv["step-down"]
 		in = Stop{ID: ContenderID(num(word(0))), StepDown: stepDown, Cooldown: dur("step-down"), Waiter: Waiter(num(kv["w"]))}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/engine"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // checker watches every core's effects on the simulator's true time and
@@ -180,7 +181,7 @@ func (c *checker) effect(n *node, e engine.Effect) {
 			c.kaSent[genKey{n.i, n.life, e.Req.Gen}] = now
 		}
 	case engine.EffEvent:
-		if e.Event.Kind == engine.EventSessionEnded && e.Event.Reason == engine.DeadlinePassed {
+		if e.Event.Kind == vocab.EventSessionEnded && e.Event.Reason == vocab.ReasonDeadlinePassed {
 			c.renewalGap(n, n.genOf(e.Event.Session), "lost the session")
 		}
 	case engine.EffForget:

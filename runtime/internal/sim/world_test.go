@@ -9,11 +9,12 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/engine"
+	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
 // params is one schedule's configuration, drawn from its seed.
 type params struct {
-	cfg        engine.Config
+	cfg        vocab.Config
 	nodes      int
 	names      []string
 	storeRate  float64       // store seconds per true second
@@ -194,7 +195,7 @@ func drawParams(rng *rand.Rand, beyond bool) params {
 	for 2*renew > time.Duration(float64(lease)*(1-drift))-margin { // C1
 		renew = renew * 9 / 10
 	}
-	p.cfg = engine.Config{LeaseDuration: lease, RenewInterval: renew, Drift: drift, Margin: margin,
+	p.cfg = vocab.Config{LeaseDuration: lease, RenewInterval: renew, Drift: drift, Margin: margin,
 		RetryJitter: renew / 2, MinBackoff: min(100*time.Millisecond, renew/4)}
 	p.nodes = 2 + rng.IntN(3)
 	p.names = []string{"a", "b"}[:1+rng.IntN(2)]

@@ -1,0 +1,61 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/simba-go/simba/runtime/internal/engine"
+)
+
+// handle is what an [Election], a [ScheduledTask] and a [Group] share: the
+// driver, the name, and the id the core knows them by. Their Name, Stop,
+// StepDown and Term are this one implementation; each type's methods only
+// give it the documentation that fits.
+type handle struct {
+	d     *driver
+	name  string
+	id    engine.ContenderID // an election's or a schedule's; 0 for a group
+	group engine.GroupID     // a group's; 0 otherwise
+}
+
+// stop hands over what the handle holds and ends it, waiting for the
+// hand-off or for ctx (L5 inside a callback or task).
+func (h *handle) stop(ctx context.Context) error { return h.stopInput(ctx, false, 0) }
+
+// stepDown hands over what the handle holds and sits out for cooldown; it
+// refuses a negative cooldown and a handle already stopped.
+func (h *handle) stepDown(ctx context.Context, cooldown time.Duration) error {
+	if cooldown < 0 {
+		return &ConfigError{Field: "cooldown", Value: cooldown.String(), Want: ">= 0"}
+	}
+	var stopped bool
+	h.d.query(func(m *engine.Machine) {
+		if h.group != 0 {
+			stopped = m.GroupRemoved(h.group)
+		} else {
+			stopped = m.Stopped(h.id)
+		}
+	})
+	if stopped {
+		what := ""
+		if h.group != 0 {
+			what = "group "
+		}
+		return fmt.Errorf("simba: step down %s%q: %w", what, h.name, ErrStopped)
+	}
+	return h.stopInput(ctx, true, cooldown)
+}
+
+// stopInput steps the Stop (or StopGroup) of the handle and waits for it.
+func (h *handle) stopInput(ctx context.Context, stepDown bool, cooldown time.Duration) error {
+	return h.d.await(ctx, func(w engine.Waiter) engine.Input {
+		if h.group != 0 {
+			return engine.StopGroup{ID: h.group, StepDown: stepDown, Cooldown: cooldown, Waiter: w}
+		}
+		return engine.Stop{ID: h.id, StepDown: stepDown, Cooldown: cooldown, Waiter: w}
+	})
+}
+
+// term returns the term an election or schedule holds now, or nil.
+func (h *handle) term() *Term { return h.d.leaderTerm(h.id) }

@@ -1,0 +1,164 @@
+package runtime
+
+import (
+	"fmt"
+
+	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/runtime/internal/engine"
+)
+
+// The driver's heart: every input goes through apply, under the driver's
+// mutex, and flush performs the effects it produced, in order. perform
+// never blocks: what takes time — a backend call, a task, a callback, an
+// event — it hands to a goroutine (calls.go, tasks.go, events.go), which
+// answers with the next input.
+
+// apply runs input under the driver's mutex, with the time now, and
+// performs the effects it produced.
+func (d *driver) apply(input func(now mono)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sentAt = d.now()
+	input(d.sentAt)
+	d.flush()
+}
+
+// step hands the core one input and performs its effects; it returns the
+// input's error (Start and StartGroup only).
+func (d *driver) step(in engine.Input) error {
+	var err error
+	d.apply(func(now mono) { err = d.m.Step(now, in) })
+	return err
+}
+
+// flush performs the core's effects in order, until there are none, and
+// sets the timer to the core's next wake-up. The caller holds d.mu.
+func (d *driver) flush() {
+	for {
+		effs, wake, ok := d.m.Ready()
+		if len(effs) == 0 {
+			if d.shutdown {
+				return
+			}
+			if ok {
+				d.timer.Reset(max(0, wake-d.now()))
+			} else {
+				d.timer.Stop()
+			}
+			break
+		}
+		for i := range effs {
+			d.perform(&effs[i])
+		}
+	}
+	state, _, _ := d.m.State()
+	isLive := state == SessionLive || state == SessionSuspended
+	select {
+	case <-d.live:
+		if !isLive {
+			d.live = make(chan struct{})
+		}
+	default:
+		if isLive {
+			close(d.live)
+		}
+	}
+}
+
+// perform carries out one effect. It runs under d.mu and never blocks.
+func (d *driver) perform(e *engine.Effect) {
+	if d.shutdown && e.Kind != engine.EffComplete {
+		if e.Kind == engine.EffEvent {
+			logEvent(d.logger, e.Event) // too late for the observer queue
+		}
+		return
+	}
+	switch e.Kind {
+	case engine.EffSend:
+		s := d.sessions[e.Req.Gen]
+		if s == nil && e.Req.Kind != engine.ReqOpen && e.Req.Kind != engine.ReqStoreTime {
+			d.m.Step(d.now(), engine.Reply{ID: e.Req.ID, Result: engine.Result{Err: fmt.Errorf(
+				"simba: %v: no session handle: %w", e.Req.Kind, backends.ErrSessionExpired)}})
+			return
+		}
+		d.send(e.Req, s)
+	case engine.EffSetDeadline:
+		dl := d.deadlines[e.Gen]
+		if dl == nil {
+			dl = &deadline{epoch: d.epoch}
+			d.deadlines[e.Gen] = dl
+		}
+		dl.set(e.At)
+	case engine.EffTermStarted:
+		t := newTerm(d, e.Name, e.Token, d.deadlines[e.Gen])
+		t.id, t.lock = e.Term, e.Lock
+		d.terms[e.Term] = t
+	case engine.EffTermEnded:
+		d.terms[e.Term].end(e.Reason)
+	case engine.EffDispatch:
+		d.dispatch(e.Contender, d.contenders[e.Contender], d.terms[e.Term], e.Elected)
+	case engine.EffStartTask:
+		d.startTask(e)
+	case engine.EffStartRun:
+		d.startRun(e)
+	case engine.EffEvent:
+		if e.Event.Kind == EventSessionRenewed || e.Event.Kind == EventSessionOpened {
+			close(d.renewed)
+			d.renewed = make(chan struct{})
+		}
+		d.queueEvent(e.Event)
+	case engine.EffComplete:
+		ch := d.waiters[e.Waiter]
+		delete(d.waiters, e.Waiter)
+		if ch != nil {
+			ch <- waitResult{term: d.terms[e.Term], err: e.Err}
+		}
+	case engine.EffWatch:
+		n, ok := d.sessions[e.Gen].(backends.Notifier)
+		if !ok {
+			return
+		}
+		byName := d.watches[e.Gen]
+		if byName == nil {
+			byName = make(map[string]func())
+			d.watches[e.Gen] = byName
+		}
+		if _, dup := byName[e.Name]; !dup {
+			gen, name := e.Gen, e.Name
+			byName[name] = n.Watch(name, func() { d.notes.add(gen, name) })
+		}
+	case engine.EffUnwatch:
+		if stop := d.watches[e.Gen][e.Name]; stop != nil {
+			stop()
+			delete(d.watches[e.Gen], e.Name)
+		}
+	case engine.EffForget:
+		if e.Term != 0 {
+			delete(d.terms, e.Term)
+		}
+		if e.Contender != 0 {
+			delete(d.contenders, e.Contender)
+		}
+	case engine.EffShutdown:
+		d.shutdown = true
+		d.timer.Stop()
+		close(d.quit)
+	}
+}
+
+// loop turns timer ticks and release notifications into inputs.
+func (d *driver) loop() {
+	defer d.wg.Done()
+	for {
+		select {
+		case <-d.timer.C:
+			d.apply(d.m.Tick)
+		case <-d.notes.signal:
+			for _, n := range d.notes.take() {
+				d.step(engine.Released{Gen: n.gen, Name: n.name})
+			}
+		case <-d.quit:
+			return
+		}
+	}
+}
