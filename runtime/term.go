@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/engine"
 )
 
@@ -142,6 +143,15 @@ func (t *Term) Context() context.Context {
 		}
 	}
 	return s.ctx
+}
+
+// Sequencer returns the term's sequencer (§7, F7): its lease name and
+// fencing token as one value, whose String form ("simba-seq/1 lease NAME
+// TOKEN") travels with a write to a downstream service, which parses it
+// with fencing.ParseSequencer and checks it with a fencing.Sequencers
+// guard.
+func (t *Term) Sequencer() backends.Sequencer {
+	return backends.Sequencer{Name: t.name, Token: t.token}
 }
 
 // String returns "name#token".
