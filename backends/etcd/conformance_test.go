@@ -6,8 +6,8 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendtest"
-	"github.com/simba-go/simba/internal/enginetest"
-	"github.com/simba-go/simba/internal/faultnet"
+	"github.com/simba-go/simba/internal/testkit/enginetest"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
 )
 
 // testTTL is the sessions' time to live in the conformance suite: etcd

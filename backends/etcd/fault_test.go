@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/internal/faultnet"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
 	"github.com/simba-go/simba/runtime"
 )
 

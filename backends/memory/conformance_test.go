@@ -7,7 +7,7 @@ import (
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendtest"
 	"github.com/simba-go/simba/backends/memory"
-	"github.com/simba-go/simba/internal/enginetest"
+	"github.com/simba-go/simba/internal/testkit/enginetest"
 )
 
 // harness describes the memory store to the conformance suite, with every

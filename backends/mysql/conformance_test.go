@@ -6,9 +6,9 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendtest"
-	"github.com/simba-go/simba/internal/enginetest"
-	"github.com/simba-go/simba/internal/faultnet"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/enginetest"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // TestConformance runs the shared conformance suite against real MariaDB

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/faultnet"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
 )
 
 // contenders returns n nodes of one schema, spread over a few backends (each

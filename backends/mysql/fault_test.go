@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/internal/faultnet"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 	"github.com/simba-go/simba/runtime"
 )
 

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/faultnet"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 	"github.com/simba-go/simba/runtime"
 )
 

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/internal/enginetest"
+	"github.com/simba-go/simba/internal/testkit/enginetest"
 )
 
 // The engine end to end on the real Redis: who leads, read and followed by

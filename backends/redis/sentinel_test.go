@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // §15 on Redis Sentinel: the primary crashes (SIGKILL) and Sentinel promotes

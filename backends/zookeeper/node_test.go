@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/internal/enginetest"
+	"github.com/simba-go/simba/internal/testkit/enginetest"
 	"github.com/simba-go/simba/runtime"
 )
 

@@ -16,7 +16,7 @@
 // reaches the server through a proxy of its own (toxiproxy, as a library, in
 // the test process), so that a fault can hit one node's connections alone.
 // Every schedule runs on a server the test started for itself
-// (internal/testservers: StartRedisServer, StartPostgres, StartZooKeeper,
+// (internal/testkit/testservers: StartRedisServer, StartPostgres, StartZooKeeper,
 // StartMariaDB; etcd is a member embedded in the test process, etcd_test.go),
 // one per lane of -faults.parallel lanes, so that a schedule may restart
 // its server without touching the shared servers or the other lanes.

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // others returns the client addresses of the servers other than those

@@ -22,7 +22,7 @@ import (
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendtest"
 	simbazk "github.com/simba-go/simba/backends/zookeeper"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 	"github.com/simba-go/simba/runtime"
 )
 
