@@ -61,7 +61,8 @@
 //
 // # The checks
 //
-// Per name, over every process of a schedule: the validity intervals do not
+// Per name, over every process of a schedule, by the repository's one term
+// checker (internal/testkit/termcheck): the validity intervals do not
 // overlap (each term begins after the validity of every earlier one ended);
 // tokens increase strictly with the terms' order; the fenced resource, a
 // fencing.Guard per name served by the test process on loopback HTTP, never
