@@ -5,7 +5,10 @@
 // commented with the rules of docs/design.md it checks (S for sessions, T for leases and
 // tokens, F for fencing tokens, §12 for the backend contract, §15 for the
 // amnesia guard). A second call, [RunEngine], runs the engine (package
-// runtime) end to end on the backend, with fault scenarios.
+// runtime) end to end on the backend, with fault scenarios; and three
+// benchmarks every backend shares, [BenchmarkAcquireRelease],
+// [BenchmarkKeepAlive] and [BenchmarkHandOff], measure it the same way
+// beside its store's own floor ([BenchHarness]).
 //
 // Rule names such as S3 or T2, and sections such as §12, refer to
 // docs/design.md in the repository.
