@@ -33,7 +33,19 @@ func testTermOrder(t *testing.T, h *Harness) {
 	}
 	concurrently(sessions, func(i int) {
 		s := ss[i]
+		renewed := time.Now()
 		for won := 0; won < terms && e.ctx.Err() == nil; {
+			// 80 terms one after another may outlast the TTL on a loaded
+			// machine: keep the session alive.
+			if time.Since(renewed) > h.TTL/4 {
+				if _, err := s.KeepAlive(e.ctx); err != nil {
+					mu.Lock()
+					failed = append(failed, err)
+					mu.Unlock()
+					return
+				}
+				renewed = time.Now()
+			}
 			g, err := s.Acquire(e.ctx, "lease")
 			if errors.Is(err, backends.ErrLeaseHeld) {
 				continue
