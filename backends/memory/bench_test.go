@@ -20,7 +20,8 @@ func benchHarness() backendtest.BenchHarness {
 			calls := func() float64 { return float64(s.Faults().Calls().Total()) }
 			return s, []backendtest.Counter{{Unit: "calls", Read: calls, PerKeepAlive: 1}}
 		},
-		InProcess: true,
+		InProcess:      true,
+		KeepAliveJoins: true,
 	}
 }
 
