@@ -45,7 +45,7 @@ test: services lint ## start the servers, vet, check gofmt, run every test with 
 	$(GO) test -count=1 -timeout 10m ./runtime/internal/sim -run 'TestSim$$|TestSimBeyondDrift' -sim.schedules=$(SIM_CI)
 
 # The ZooKeeper backend's fault tests (they build without -race).
-ZK_FAULTS := Test(Server|Cut|Delayed|Session|Expired|Parent|Shortened)
+ZK_FAULTS := Test(Server|Cut|Delayed|Session|Expired|Parent|Shortened|Engine)
 
 # Schedules the simulator runs in make test, and in make soak.
 SIM_CI ?= 100000

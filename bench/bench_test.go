@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 func TestMain(m *testing.M) {
@@ -32,7 +32,7 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 // at once, each in a namespace of its own (a dozen seconds in all), and are
 // then checked one subtest each. A row whose shared server is missing is
 // skipped, or fails under CI=true or SIMBA_REQUIRE_SERVICES (the rule of
-// internal/testservers).
+// internal/testkit/testservers).
 func TestSmoke(t *testing.T) {
 	env := NewEnv()
 	defer env.Close()

@@ -22,7 +22,7 @@
 // # What is measured, and how it is counted
 //
 // Every node's connections go through a [NodeNet]: a dialer (through
-// internal/faultnet) that counts the requests written on the wire, framed
+// internal/testkit/faultnet) that counts the requests written on the wire, framed
 // per store (a RESP command, a ZooKeeper packet, a PostgreSQL query or
 // Sync; etcd's gRPC requests and stream messages are counted by an
 // interceptor), and that can blackhole the node.

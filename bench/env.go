@@ -14,7 +14,7 @@ import (
 )
 
 // The environment variables that say where the shared servers are: the same
-// as the root module's tests (internal/testservers), with the same defaults.
+// as the root module's tests (internal/testkit/testservers), with the same defaults.
 const (
 	RedisEnv     = "SIMBA_TEST_REDIS"     // host:port; default 127.0.0.1:6379
 	PostgresEnv  = "SIMBA_TEST_POSTGRES"  // a pgx connection string

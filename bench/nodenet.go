@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/simba-go/simba/internal/faultnet"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
 )
 
 // NodeNet is one node's network path to its store: every connection the node

@@ -15,7 +15,7 @@ import (
 	"github.com/simba-go/simba/fencing"
 	"github.com/simba-go/simba/fencing/pgfence"
 	"github.com/simba-go/simba/fencing/redisfence"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 	"github.com/simba-go/simba/runtime"
 )
 

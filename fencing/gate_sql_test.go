@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/simba-go/simba/fencing"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 	"github.com/simba-go/simba/runtime"
 )
 
@@ -28,7 +28,7 @@ type pgSetup struct {
 
 // newPG creates the table (id int primary key) and drops it when the test
 // ends; skipped on a bare machine, failed under make test when PostgreSQL
-// is missing (internal/testservers).
+// is missing (internal/testkit/testservers).
 func newPG(t *testing.T) *pgSetup {
 	t.Helper()
 	config, err := pgx.ParseConfig(testservers.Postgres(t))

@@ -14,31 +14,36 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/memory"
+	"github.com/simba-go/simba/internal/testkit/termcheck"
 	"github.com/simba-go/simba/runtime"
 )
 
-// partLog records every partition term of a group's members. A term's
-// adoption and end come from its member's EventPartitionGained and
-// EventPartitionLost, delivered at the virtual instant they happened; the
-// *Term comes from the partition task, which may run later, or not at all
-// if the term ended first. Like termLog, it checks at every event and task
-// start that at most one term of a partition is valid, and that it has the
-// highest token adopted for the partition; check verifies the history in
-// token order.
+// partLog records every partition term of a group's members in a
+// termcheck.Recorder on the bubble's clock, a partition's lease name for its
+// name. A term's adoption and end come from its member's
+// EventPartitionGained and EventPartitionLost, delivered at the virtual
+// instant they happened; the *Term comes from the partition task, which may
+// run later, or not at all if the term ended first. check verifies the
+// history with termcheck, as termLog does for elections: never two valid
+// terms of a partition at one instant, tokens strictly increasing in the
+// order terms began.
 type partLog struct {
 	group      string
 	mu         sync.Mutex
+	rec        *termcheck.Recorder // made at the first event, in the bubble
 	terms      map[partKey]*partTerm
 	violations []string
 	reported   map[string]bool
 }
 
 type partKey struct {
+	member    int
 	partition int
 	token     runtime.Token
 }
 
 type partTerm struct {
+	id         termcheck.TermID
 	member     int
 	partition  int
 	token      runtime.Token
@@ -60,47 +65,21 @@ func (l *partLog) violate(key, msg string) {
 	}
 }
 
+// record returns the term's record, made when the term is first seen.
+// Called with l.mu held.
 func (l *partLog) record(member, partition int, token runtime.Token) *partTerm {
 	if l.terms == nil {
 		l.terms = make(map[partKey]*partTerm)
+		l.rec = termcheck.NewRecorder()
 	}
-	k := partKey{partition, token}
+	k := partKey{member, partition, token}
 	r := l.terms[k]
 	if r == nil {
-		r = &partTerm{member: member, partition: partition, token: token}
+		r = &partTerm{member: member, partition: partition, token: token,
+			id: l.rec.Begin(backends.PartitionName(l.group, partition), fmt.Sprintf("member %d", member), int64(token))}
 		l.terms[k] = r
-	} else if r.member != member {
-		msg := fmt.Sprintf("partition %d: token %d adopted by member %d and member %d", partition, token, r.member, member)
-		l.violate(msg, msg)
 	}
 	return r
-}
-
-// audit checks this instant: per partition at most one valid term, the one
-// with the highest token adopted. Called with l.mu held.
-func (l *partLog) audit() {
-	highest := map[int]*partTerm{}
-	valid := map[int][]*partTerm{}
-	for _, r := range l.terms {
-		if h := highest[r.partition]; h == nil || r.token > h.token {
-			highest[r.partition] = r
-		}
-		if r.term != nil && r.term.Valid() {
-			valid[r.partition] = append(valid[r.partition], r)
-		}
-	}
-	for p, vs := range valid {
-		slices.SortFunc(vs, func(a, b *partTerm) int { return cmp.Compare(a.token, b.token) })
-		last := vs[len(vs)-1]
-		for _, v := range vs[:len(vs)-1] {
-			l.violate(fmt.Sprint("both valid ", v.term, last.term), fmt.Sprintf(
-				"at %v partition %d: member %d's %v and member %d's %v are both valid", time.Now(), p, v.member, v.term, last.member, last.term))
-		}
-		if h := highest[p]; vs[0].token < h.token {
-			l.violate(fmt.Sprint("valid after ", vs[0].term, h.token), fmt.Sprintf(
-				"at %v partition %d: member %d's %v is still valid after member %d adopted token %d", time.Now(), p, vs[0].member, vs[0].term, h.member, h.token))
-		}
-	}
 }
 
 // observer returns member's observer, which also passes every event on to
@@ -119,9 +98,6 @@ func (l *partLog) observer(member int, next runtime.Observer) runtime.Observer {
 			}
 		}
 		if ev.Kind != runtime.EventPartitionGained && ev.Kind != runtime.EventPartitionLost {
-			l.mu.Lock()
-			l.audit()
-			l.mu.Unlock()
 			return
 		}
 		l.mu.Lock()
@@ -137,8 +113,8 @@ func (l *partLog) observer(member int, next runtime.Observer) runtime.Observer {
 		} else {
 			r.lost++
 			r.end, r.reason = time.Now(), ev.Reason
+			l.rec.End(r.id)
 		}
-		l.audit()
 	})
 }
 
@@ -154,7 +130,6 @@ func (l *partLog) task(member int) runtime.PartitionFunc {
 		r := l.record(member, partition, t.Token())
 		r.term = t
 		r.tasks++
-		l.audit()
 		l.mu.Unlock()
 		<-ctx.Done()
 		return nil
@@ -172,10 +147,10 @@ func (l *partLog) sorted() []*partTerm {
 	return terms
 }
 
-// check, once every member is closed: the violations seen; per partition,
-// in token order, each term adopted no earlier than the previous one ended;
-// every term gained and lost exactly once (one event each per move), its
-// task run at most once, with the reason the term ended.
+// check, once every member is closed: the violations seen; termcheck's
+// verdict on the terms; every term gained and lost exactly once (one event
+// each per move), its task run at most once, with the reason the term
+// ended.
 func (l *partLog) check(t *testing.T) {
 	t.Helper()
 	synctest.Wait()
@@ -185,7 +160,7 @@ func (l *partLog) check(t *testing.T) {
 	for _, v := range l.violations {
 		t.Error(v)
 	}
-	for i, r := range terms {
+	for _, r := range terms {
 		if r.gained != 1 || r.lost != 1 {
 			t.Errorf("partition %d token %d (member %d): %d gained and %d lost events, want 1 and 1",
 				r.partition, r.token, r.member, r.gained, r.lost)
@@ -196,16 +171,10 @@ func (l *partLog) check(t *testing.T) {
 		if r.term != nil && (r.term.Valid() || r.term.Reason() != r.reason) {
 			t.Errorf("partition %d: %v valid=%v reason %v, lost event's reason %v", r.partition, r.term, r.term.Valid(), r.term.Reason(), r.reason)
 		}
-		if i == 0 || terms[i-1].partition != r.partition {
-			continue
-		}
-		prev := terms[i-1]
-		switch {
-		case r.start.Before(prev.start):
-			t.Errorf("partition %d: token %d adopted at %v, before the lower token %d at %v", r.partition, r.token, r.start, prev.token, prev.start)
-		case r.start.Before(prev.end):
-			t.Errorf("partition %d: member %d's term [%v, %v) overlaps member %d's from %v",
-				r.partition, prev.member, prev.start, prev.end, r.member, r.start)
+	}
+	if l.rec != nil {
+		for _, v := range l.rec.Check(termcheck.Options{}).Violations {
+			t.Error(v)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/internal/testkit/termcheck"
 	"github.com/simba-go/simba/runtime"
 )
 
@@ -250,33 +251,36 @@ func (ls *linkSession) Watch(name string, fn func()) func() {
 	})
 }
 
-// termLog records every term of a set of clients. A term's adoption and
-// end come from its client's observer events (EventElected, EventRevoked):
-// they are delivered at the virtual instant they happened, since a bubble's
-// clock stands still while any goroutine can run, and they do not wait for
-// the listener's queue. The *Term and the callbacks come from the listener,
-// which may run later: a node closed at the instant it won runs the elected
-// callback of a term that has already ended.
+// termLog records every term of a set of clients in a termcheck.Recorder
+// on the bubble's clock. A term's adoption and end come from its client's
+// observer events (EventElected, EventRevoked): they are delivered at the
+// virtual instant they happened, since a bubble's clock stands still while
+// any goroutine can run, and they do not wait for the listener's queue. The
+// *Term and the callbacks come from the listener, which may run later: a
+// node closed at the instant it won runs the elected callback of a term that
+// has already ended.
 //
-// Safety is checked at every callback and every observed event of every
-// client (renewals make that several times per second): at most one term of
-// a name is valid at that instant, and it carries the highest token adopted
-// so far for the name (a lower token still valid after a higher one was
-// adopted overlapped it). check then verifies the whole history in token
-// order.
+// check verifies the whole history with termcheck — never two valid terms
+// of a name at one instant (D3), tokens strictly increasing in the order
+// terms began (T2), every elected callback followed by exactly one revoked
+// one (L1) — and what only the log knows: every term observed and ended
+// once, a revoked callback's reason the term's (T4), no term valid after its
+// client closed.
 type termLog struct {
 	mu         sync.Mutex
+	rec        *termcheck.Recorder // made at the first event, in the bubble
 	terms      map[termKey]*termRecord
 	violations []string
-	reported   map[string]bool // violations already reported, so that an overlap seen at many instants is reported once
 }
 
 type termKey struct {
+	node  int
 	name  string
 	token runtime.Token
 }
 
 type termRecord struct {
+	id         termcheck.TermID
 	node       int
 	name       string
 	token      runtime.Token
@@ -289,59 +293,24 @@ type termRecord struct {
 	reason     runtime.Reason
 }
 
+// nodeName is a node's name in the record.
+func nodeName(node int) string { return fmt.Sprintf("node %d", node) }
+
+// record returns the term's record, made when the term is first seen (by
+// its adoption event, or its callback if that came first). Called with l.mu
+// held.
 func (l *termLog) record(node int, name string, token runtime.Token) *termRecord {
 	if l.terms == nil {
 		l.terms = make(map[termKey]*termRecord)
+		l.rec = termcheck.NewRecorder()
 	}
-	k := termKey{name, token}
+	k := termKey{node, name, token}
 	r := l.terms[k]
 	if r == nil {
-		r = &termRecord{node: node, name: name, token: token}
+		r = &termRecord{id: l.rec.Begin(name, nodeName(node), int64(token)), node: node, name: name, token: token}
 		l.terms[k] = r
-	} else if r.node != node {
-		msg := fmt.Sprintf("T2: %s#%d adopted by node %d and by node %d", name, token, r.node, node)
-		l.violate(msg, msg)
 	}
 	return r
-}
-
-// violate records a violation, once per key.
-func (l *termLog) violate(key, msg string) {
-	if l.reported == nil {
-		l.reported = make(map[string]bool)
-	}
-	if !l.reported[key] {
-		l.reported[key] = true
-		l.violations = append(l.violations, msg)
-	}
-}
-
-// audit checks, at this instant, that at most one term of each name is valid
-// and that it has the highest token adopted for its name. Called with l.mu
-// held.
-func (l *termLog) audit() {
-	highest := map[string]*termRecord{}
-	valid := map[string][]*termRecord{}
-	for _, r := range l.terms {
-		if h := highest[r.name]; h == nil || r.token > h.token {
-			highest[r.name] = r
-		}
-		if r.term != nil && r.term.Valid() {
-			valid[r.name] = append(valid[r.name], r)
-		}
-	}
-	for name, vs := range valid {
-		slices.SortFunc(vs, func(a, b *termRecord) int { return cmp.Compare(a.token, b.token) })
-		last := vs[len(vs)-1]
-		for _, v := range vs[:len(vs)-1] {
-			l.violate(fmt.Sprint("both valid ", v.term, last.term), fmt.Sprintf(
-				"at %v node %d's %v and node %d's %v are both valid", time.Now(), v.node, v.term, last.node, last.term))
-		}
-		if h := highest[name]; vs[0].token < h.token {
-			l.violate(fmt.Sprint("valid after ", vs[0].term, h.token), fmt.Sprintf(
-				"at %v node %d's %v is still valid after node %d adopted %s#%d", time.Now(), vs[0].node, vs[0].term, h.node, name, h.token))
-		}
-	}
 }
 
 // observer returns node's observer; every event is passed on to next too.
@@ -363,8 +332,8 @@ func (l *termLog) observer(node int, next ...runtime.Observer) runtime.Observer 
 			r := l.record(node, ev.Name, ev.Token)
 			r.ended++
 			r.end, r.reason = time.Now(), ev.Reason
+			l.rec.End(r.id)
 		}
-		l.audit()
 	})
 }
 
@@ -375,28 +344,24 @@ func (l *termLog) listener(node int) runtime.Listener {
 			defer l.mu.Unlock()
 			r := l.record(node, t.Name(), t.Token())
 			if r.term != nil && r.term != t {
-				msg := fmt.Sprintf("T2: node %d elected twice with %v", node, t)
-				l.violate(msg, msg)
+				l.violations = append(l.violations, fmt.Sprintf("T2: node %d elected twice with %v", node, t))
 			}
 			r.term = t
 			r.elected++
-			l.audit()
+			l.rec.Elected(r.id)
 		},
 		OnRevoked: func(_ context.Context, t *runtime.Term, reason runtime.Reason) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			r := l.terms[termKey{t.Name(), t.Token()}]
-			if r == nil || r.term != t || r.elected == 0 {
-				msg := fmt.Sprintf("L1: node %d: revoked %v without elected", node, t)
-				l.violate(msg, msg)
-				return
+			r := l.record(node, t.Name(), t.Token())
+			if r.term != nil && r.term != t {
+				l.violations = append(l.violations, fmt.Sprintf("L1: node %d: revoked %v, not the term it was elected with", node, t))
 			}
 			r.revoked++
+			l.rec.Revoked(r.id) // without an elected callback, termcheck's pairing says so
 			if reason != t.Reason() {
-				msg := fmt.Sprintf("T4: node %d: %v revoked with %v, but its Reason is %v", node, t, reason, t.Reason())
-				l.violate(msg, msg)
+				l.violations = append(l.violations, fmt.Sprintf("T4: node %d: %v revoked with %v, but its Reason is %v", node, t, reason, t.Reason()))
 			}
-			l.audit()
 		},
 	}
 }
@@ -424,23 +389,29 @@ func (l *termLog) sorted() []*termRecord {
 	return terms
 }
 
-// check verifies the whole history, once every client is closed: the
-// violations seen at callbacks and events; per name, in token order, each
-// term adopted no earlier than the previous one ended (T2: tokens strictly
-// increase in the order terms began, and never two valid terms); every term
-// observed and ended; every elected callback followed by exactly one revoked
-// callback (L1). It first waits until every goroutine of the bubble is
-// blocked, so that the last events and callbacks have been recorded.
+// report checks what was recorded so far with termcheck.
+func (l *termLog) report() termcheck.Report {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rec == nil {
+		return termcheck.Report{}
+	}
+	return l.rec.Check(termcheck.Options{})
+}
+
+// check verifies the whole history, once every client is closed (so every
+// callback is due: the nodes are settled). It first waits until every
+// goroutine of the bubble is blocked, so that the last events and callbacks
+// have been recorded.
 func (l *termLog) check(t *testing.T) {
 	t.Helper()
 	synctest.Wait()
 	terms := l.sorted()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	for _, v := range l.violations {
 		t.Error(v)
 	}
-	for i, r := range terms {
+	for _, r := range terms {
 		if r.observed != 1 {
 			t.Errorf("%s#%d (node %d): %d EventElected events, want 1 (is the client created with log.observer(%d)?)",
 				r.name, r.token, r.node, r.observed, r.node)
@@ -448,25 +419,14 @@ func (l *termLog) check(t *testing.T) {
 		if r.ended != 1 {
 			t.Errorf("%s#%d (node %d) never ended (%d EventRevoked events, want 1)", r.name, r.token, r.node, r.ended)
 		}
-		if r.elected > 1 || r.revoked != r.elected {
-			t.Errorf("L1: %s#%d (node %d) had %d elected and %d revoked callbacks, want 1 and 1 (or 0 and 0 if the executor refused it)",
-				r.name, r.token, r.node, r.elected, r.revoked)
-		}
 		if r.term != nil && r.term.Valid() {
 			t.Errorf("%v (node %d) is valid after its client closed", r.term, r.node)
 		}
-		if i == 0 || terms[i-1].name != r.name {
-			continue
-		}
-		prev := terms[i-1]
-		switch {
-		case r.start.Before(prev.start):
-			t.Errorf("T2: node %d's %s#%d adopted at %v, before node %d's lower %s#%d at %v",
-				r.node, r.name, r.token, r.start, prev.node, prev.name, prev.token, prev.start)
-		case r.start.Before(prev.end):
-			t.Errorf("two valid terms: node %d's %s#%d [%v, %v) overlaps node %d's %s#%d from %v",
-				prev.node, prev.name, prev.token, prev.start, prev.end, r.node, r.name, r.token, r.start)
-		}
+		l.rec.Settle(nodeName(r.node))
+	}
+	l.mu.Unlock()
+	for _, v := range l.report().Violations {
+		t.Error(v)
 	}
 }
 

@@ -10,7 +10,7 @@
 # SERVICE is redis, redis-cluster, postgres, zookeeper or mariadb; the default is
 # all five.
 #
-# Servers (the defaults of internal/testservers):
+# Servers (the defaults of internal/testkit/testservers):
 #   Redis       127.0.0.1:6379, no persistence
 #   Redis Cluster  three masters on 127.0.0.1:7001-7003, no replicas, no persistence
 #   PostgreSQL  127.0.0.1:5432, database simba, trust auth on 127.0.0.1, ssl off

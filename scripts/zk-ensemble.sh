@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # zk-ensemble: a 3-node ZooKeeper ensemble on loopback, to try the ZooKeeper backend
-# against by hand (the tests start ensembles of their own: internal/testservers).
+# against by hand (the tests start ensembles of their own: internal/testkit/testservers).
 #   zk-ensemble.sh up | down | status | stop N [-KILL|-STOP] | start N
 # Node N (1..3): client 127.0.0.1:228N, quorum 127.0.0.1:288(7+N), election 127.0.0.1:388(7+N)
 # Connect string: 127.0.0.1:2281,127.0.0.1:2282,127.0.0.1:2283

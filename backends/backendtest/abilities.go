@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +22,7 @@ func testNotify(t *testing.T, h *Harness) {
 	b, _ := e.open()
 	nb, ok := b.(backends.Notifier)
 	if !ok {
-		t.Skipf("sessions (%T) do not implement backends.Notifier", b)
+		lacking(t, fmt.Sprintf("sessions (%T) do not implement backends.Notifier", b))
 	}
 	var fired, other atomic.Int64
 	stop := nb.Watch("lease", func() { fired.Add(1) })
@@ -81,7 +82,7 @@ func testStoreClock(t *testing.T, h *Harness) {
 	e := newEnv(t, h)
 	sc, ok := e.b.(backends.StoreClock)
 	if !ok {
-		t.Skipf("backend (%T) does not implement backends.StoreClock", e.b)
+		lacking(t, fmt.Sprintf("backend (%T) does not implement backends.StoreClock", e.b))
 	}
 	s, r0 := e.open()
 	if r0.StoreTime.IsZero() {
@@ -120,7 +121,7 @@ func testStoreClock(t *testing.T, h *Harness) {
 // the restart; then tokens are greater than every token issued before it.
 func testAmnesiaGuard(t *testing.T, h *Harness) {
 	if h.NewRestartable == nil {
-		t.Skip("Harness.NewRestartable is nil")
+		lacking(t, "Harness.NewRestartable is nil")
 	}
 	b, restart := h.NewRestartable(t)
 	e := envOn(t, h, b)
@@ -180,7 +181,7 @@ func testAmnesiaGuard(t *testing.T, h *Harness) {
 // error; once it is reachable again sessions open.
 func testUnreachable(t *testing.T, h *Harness) {
 	if h.NewCuttable == nil {
-		t.Skip("Harness.NewCuttable is nil")
+		lacking(t, "Harness.NewCuttable is nil")
 	}
 	b, cut := h.NewCuttable(t)
 	e := envOn(t, h, b)

@@ -14,7 +14,8 @@ import (
 
 // Harness describes the backend under test to [Run]. New and TTL are
 // required; every hook is optional, and the cases that need a missing hook are
-// skipped with a message naming it.
+// skipped with a message naming it — or fail, under [RequireEnv], unless
+// Skip lists them.
 type Harness struct {
 	// New returns a fresh Backend, isolated from every other Backend it
 	// returned: no sessions, leases, values or groups in common (memory: a
@@ -55,16 +56,31 @@ type Harness struct {
 
 	// NewDurable, if set, returns a fresh Backend, as New does, on a store
 	// of its own that keeps its state across restarts (PostgreSQL,
-	// ZooKeeper), and a function that restarts that store and returns once
-	// it is restarting (it may not answer yet). Keep the restart well within
-	// TTL, so that sessions survive it.
+	// ZooKeeper, Redis with an append-only file), and a function that
+	// restarts that store and returns once it is restarting (it may not
+	// answer yet). Keep the restart well within TTL, so that sessions
+	// survive it.
 	NewDurable func(t *testing.T) (b backends.Backend, restart func())
+
+	// RestartEndsSessions says that a restart of the store, even one that
+	// keeps its data, ends every session and starts the amnesia guard
+	// (§15): Redis's guard cannot tell a restart that kept everything from
+	// one that lost writes, since it compares run ids. The durable restart
+	// then checks that the store kept its values and tokens instead of its
+	// sessions.
+	RestartEndsSessions bool
 
 	// NewCuttable, if set, returns a fresh Backend, as New does, and a
 	// function that makes the store unreachable from it (refused
 	// connections or dropped packets, for example through a proxy) and
 	// returns a function that heals it.
 	NewCuttable func(t *testing.T) (b backends.Backend, cut func() (heal func()))
+
+	// Skip lists the cases this harness does not run, each with the reason
+	// (a store without an ability the case needs, for example). They are
+	// skipped with that reason; under [RequireEnv] every other case must
+	// run.
+	Skip map[string]string
 }
 
 // Run runs the conformance suite against the backend described by h, one
@@ -83,8 +99,16 @@ func Run(t *testing.T, h Harness) {
 	if h.ExpiryGrace == 0 {
 		h.ExpiryGrace = max(h.TTL/2, 100*time.Millisecond)
 	}
+	names := make([]string, len(cases))
+	for i, c := range cases {
+		names[i] = c.name
+	}
+	checkSkips(t, h.Skip, names)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if why, ok := h.Skip[c.name]; ok {
+				t.Skip(why)
+			}
 			t.Parallel()
 			c.run(t, &h)
 		})

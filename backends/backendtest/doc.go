@@ -4,7 +4,11 @@
 // testing/fstest: one call, [Run], runs one named subtest per contract, each
 // commented with the rules of docs/design.md it checks (S for sessions, T for leases and
 // tokens, F for fencing tokens, §12 for the backend contract, §15 for the
-// amnesia guard).
+// amnesia guard). A second call, [RunEngine], runs the engine (package
+// runtime) end to end on the backend, with fault scenarios; and three
+// benchmarks every backend shares, [BenchmarkAcquireRelease],
+// [BenchmarkKeepAlive] and [BenchmarkHandOff], measure it the same way
+// beside its store's own floor ([BenchHarness]).
 //
 // Rule names such as S3 or T2, and sections such as §12, refer to
 // docs/design.md in the repository.
@@ -14,9 +18,9 @@
 // A backend's own tests describe it with a [Harness] and call [Run]:
 //
 //	func TestConformance(t *testing.T) {
-//		addr := os.Getenv("SIMBA_REDIS_ADDR")
+//		addr := os.Getenv("SIMBA_TEST_REDIS") // the repository's tests' variable
 //		if addr == "" {
-//			t.Skip("SIMBA_REDIS_ADDR not set")
+//			t.Skip("SIMBA_TEST_REDIS not set")
 //		}
 //		backendtest.Run(t, backendtest.Harness{
 //			New: func(t *testing.T) backends.Backend {
@@ -41,11 +45,26 @@
 // The hooks are optional: ExpireSession acts on a backend from New;
 // NewRestartable, NewDurable and NewCuttable construct a backend of their own
 // (on a private server the case may restart, with its data lost or kept, or
-// behind a proxy it may cut) with the function that injects the fault. A case that needs a missing hook is
-// skipped, and its skip message names the hook, so
-// `go test -v` shows what was not checked. Cases for optional abilities
-// (backends.Notifier, backends.StoreClock) are skipped for backends without
-// them.
+// behind a proxy it may cut) with the function that injects the fault. A
+// case that needs a missing hook is skipped, and its skip message names the
+// hook, so `go test -v` shows what was not checked; so is a case for an
+// optional ability (backends.Notifier, backends.StoreClock,
+// backends.Inspector, io.Closer) the backend lacks. Under
+// SIMBA_REQUIRE_SERVICES=1 ([RequireEnv], which `make test` sets) such a case
+// fails instead, unless the harness lists it in Skip with the reason: a hook
+// forgotten or dropped fails CI rather than leaving a contract unchecked.
+//
+// # The engine on top
+//
+// [RunEngine] takes an [EngineHarness]: New, another node's backend on the
+// same namespace (Same), a lease, and fault hooks — a node's [Path] to the
+// store that a scenario cuts and slows (NewPath), and ExpireSession. Its
+// scenarios start runtime clients as nodes: who leads, read and followed by
+// a client that does not contend; Locks taking turns; a prompt graceful
+// hand-off; the leader cut off; its replies and requests slowed; its session
+// expired behind its back. Each checks, from every term its nodes held, that
+// no two terms of a name were valid at once, that tokens rose in the order
+// terms began, and that callbacks came in pairs (D3, T2, L1).
 //
 // # What it checks
 //
@@ -70,5 +89,7 @@
 // (A1), the store clock, the listing of an Inspector, the amnesia guard
 // (§15), a durable store's restart, and unreachable stores (D2).
 //
-// The suite imports only the standard library and package backends.
+// Run imports only the standard library and package backends; RunEngine
+// imports package runtime (whose own tests never import this package) and
+// the repository's test kit.
 package backendtest

@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -115,7 +116,7 @@ func testInspect(t *testing.T, h *Harness) {
 	e := newEnv(t, h)
 	in, ok := e.b.(backends.Inspector)
 	if !ok {
-		t.Skipf("backend (%T) does not implement backends.Inspector", e.b)
+		lacking(t, fmt.Sprintf("backend (%T) does not implement backends.Inspector", e.b))
 	}
 	a, _ := e.openAs(backends.SessionOptions{TTL: h.TTL, Identity: "node a"})
 	b, _ := e.openAs(backends.SessionOptions{TTL: h.TTL, Identity: "node b"})

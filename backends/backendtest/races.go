@@ -33,7 +33,19 @@ func testTermOrder(t *testing.T, h *Harness) {
 	}
 	concurrently(sessions, func(i int) {
 		s := ss[i]
+		renewed := time.Now()
 		for won := 0; won < terms && e.ctx.Err() == nil; {
+			// 80 terms one after another may outlast the TTL on a loaded
+			// machine: keep the session alive.
+			if time.Since(renewed) > h.TTL/4 {
+				if _, err := s.KeepAlive(e.ctx); err != nil {
+					mu.Lock()
+					failed = append(failed, err)
+					mu.Unlock()
+					return
+				}
+				renewed = time.Now()
+			}
 			g, err := s.Acquire(e.ctx, "lease")
 			if errors.Is(err, backends.ErrLeaseHeld) {
 				continue
@@ -261,7 +273,7 @@ func testBackendClosed(t *testing.T, h *Harness) {
 	e := newEnv(t, h)
 	cl, ok := e.b.(io.Closer)
 	if !ok {
-		t.Skipf("backend (%T) does not implement io.Closer", e.b)
+		lacking(t, fmt.Sprintf("backend (%T) does not implement io.Closer", e.b))
 	}
 	a, _ := e.open()
 	g := e.acquire(a, "lease")
@@ -295,10 +307,12 @@ func testBackendClosed(t *testing.T, h *Harness) {
 // sessions, leases, values and token counter: once it answers again, a
 // session whose time to live has not run out renews, still holds its lease
 // (others are refused), and the next tokens are greater than those before.
+// A store whose restarts end every session (Harness.RestartEndsSessions:
+// Redis, §15) keeps its values and tokens: see durableRestartGuarded.
 // Skipped unless the harness has NewDurable.
 func testDurableRestart(t *testing.T, h *Harness) {
 	if h.NewDurable == nil {
-		t.Skip("Harness.NewDurable is nil")
+		lacking(t, "Harness.NewDurable is nil")
 	}
 	b, restart := h.NewDurable(t)
 	e := envOn(t, h, b)
@@ -310,7 +324,12 @@ func testDurableRestart(t *testing.T, h *Harness) {
 	gx := e.acquire(a, "other")
 	e.release(a, "other", gx.Token)
 	e.keepAlive(a)
+	start := time.Now()
 	restart()
+	if h.RestartEndsSessions {
+		durableRestartGuarded(t, e, a, start, max(g.Token, gx.Token))
+		return
+	}
 
 	var err error
 	if !e.eventually(h.TTL, func() bool { _, err = a.KeepAlive(e.ctx); return err == nil }) {
@@ -323,5 +342,47 @@ func testDurableRestart(t *testing.T, h *Harness) {
 	}
 	if g3 := e.acquire(c, "other"); g3.Token <= g.Token || g3.Token <= gx.Token {
 		t.Errorf("token after the restart = %d; want > %d, the last before it (F5)", g3.Token, max(g.Token, gx.Token))
+	}
+}
+
+// durableRestartGuarded is the rest of testDurableRestart for a store whose
+// restarts end every session and start its amnesia guard (§15): once it
+// answers again, the session from before the restart is expired (S3); no
+// lease is granted before MaxLease has passed since the restart; the first
+// grant finds the value written before the restart, with a token greater
+// than every token before it (F5).
+func durableRestartGuarded(t *testing.T, e *env, a backends.Session, start time.Time, before backends.Token) {
+	t.Helper()
+	var err error
+	if !e.eventually(e.h.TTL, func() bool { _, err = a.KeepAlive(e.ctx); return errors.Is(err, backends.ErrSessionExpired) }) {
+		t.Fatalf("KeepAlive of a session from before the restart = %v; want ErrSessionExpired once the store answers", err)
+	}
+	c, _ := e.open()
+	var (
+		g       backends.Grant
+		granted time.Duration
+	)
+	ok := e.eventually(e.h.MaxLease+e.h.TTL+e.h.ExpiryGrace, func() bool {
+		g, err = c.Acquire(e.ctx, "lease")
+		if err == nil {
+			granted = time.Since(start)
+			return true
+		}
+		if !errors.Is(err, backends.ErrLeaseHeld) || !errors.Is(err, backends.ErrRecovering) {
+			t.Fatalf("Acquire during the amnesia guard after a restart = %v; want ErrLeaseHeld and ErrRecovering", err)
+		}
+		return false
+	}, c)
+	if !ok {
+		t.Fatalf("no Acquire succeeded within %v of the restart: %v", e.h.MaxLease+e.h.TTL+e.h.ExpiryGrace, err)
+	}
+	if granted < e.h.MaxLease {
+		t.Errorf("Acquire succeeded %v after the restart; want no grant before MaxLease %v (§15)", granted, e.h.MaxLease)
+	}
+	if string(g.Value) != "kept" {
+		t.Errorf("the value after a restart that kept the data = %q; want %q, written before it", g.Value, "kept")
+	}
+	if g.Token <= before {
+		t.Errorf("token after the restart = %d; want > %d, the last before it (F5)", g.Token, before)
 	}
 }

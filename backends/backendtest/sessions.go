@@ -184,7 +184,7 @@ func testExpiredSessionNeverRevives(t *testing.T, h *Harness) {
 // ErrSessionExpired, and its leases and memberships are gone at once.
 func testExpireSessionBehindBack(t *testing.T, h *Harness) {
 	if h.ExpireSession == nil {
-		t.Skip("Harness.ExpireSession is nil")
+		lacking(t, "Harness.ExpireSession is nil")
 	}
 	e := newEnv(t, h)
 	a, _ := e.open()

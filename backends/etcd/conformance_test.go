@@ -6,8 +6,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendtest"
-	"github.com/simba-go/simba/internal/enginetest"
-	"github.com/simba-go/simba/internal/faultnet"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
 )
 
 // testTTL is the sessions' time to live in the conformance suite: etcd
@@ -80,13 +79,24 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// The engine end to end on the embedded etcd: a holder followed by a
-// client that does not contend, a client's Locks taking turns.
+// The engine end to end on the embedded etcd, with the fault scenarios: a
+// node's path is a faultnet link in its client's dialer; a session's lease
+// is revoked behind its back (revokeBehindBack).
 func TestEngine(t *testing.T) {
-	enginetest.Run(t, enginetest.Harness{
+	backendtest.RunEngine(t, backendtest.EngineHarness{
 		New: func(t *testing.T) backends.Backend {
 			return newBackend(t, newClient(t, nil, shared.get(t))).Backend()
 		},
+		Same: func(t *testing.T, b backends.Backend) backends.Backend {
+			return newBackend(t, newClient(t, nil, shared.get(t)), WithPrefix(backendOf(t, b).Prefix())).Backend()
+		},
 		Lease: testTTL,
+		NewPath: func(t *testing.T, b backends.Backend) (backends.Backend, backendtest.Path) {
+			link := faultnet.New()
+			return newBackend(t, newClient(t, link, shared.get(t)), WithPrefix(backendOf(t, b).Prefix())).Backend(), link
+		},
+		ExpireSession: func(t *testing.T, b backends.Backend, id backends.SessionID) {
+			revokeBehindBack(t, backendOf(t, b), id)
+		},
 	})
 }

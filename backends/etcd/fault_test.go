@@ -8,39 +8,63 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/internal/faultnet"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
+	"github.com/simba-go/simba/internal/testkit/termcheck"
 	"github.com/simba-go/simba/runtime"
 )
 
-// referee watches the terms of one lease name across clients: whenever a
-// node is elected, no earlier term may still be valid (two valid terms of
-// one name), and its token must exceed every earlier one (F5).
+// referee records the terms of the test's clients in a termcheck.Recorder,
+// and checks them when the test ends: never two valid terms of one name,
+// tokens rising in the order terms began (F5), callbacks paired.
 type referee struct {
-	t     *testing.T
-	mu    sync.Mutex
-	terms []*runtime.Term
-	nodes []string
+	rec *termcheck.Recorder
+
+	mu     sync.Mutex
+	latest *runtime.Term // the term elected last
+}
+
+func newReferee(t *testing.T) *referee {
+	r := &referee{rec: termcheck.NewRecorder()}
+	t.Cleanup(func() {
+		if err := r.rec.Check(termcheck.Options{}).Err(); err != nil {
+			t.Errorf("the clients' terms:\n%v", err)
+		}
+	})
+	return r
 }
 
 func (r *referee) listener(node string, elected chan<- *runtime.Term) runtime.ListenerFuncs {
-	return runtime.ListenerFuncs{OnElected: func(_ context.Context, term *runtime.Term) {
-		r.mu.Lock()
-		for i, prev := range r.terms {
-			if prev.Valid() {
-				r.t.Errorf("%s elected (token %d) while %s's term (token %d) is still valid: two valid terms", node, term.Token(), r.nodes[i], prev.Token())
+	var (
+		mu  sync.Mutex
+		ids = map[*runtime.Term]termcheck.TermID{}
+	)
+	return runtime.ListenerFuncs{
+		OnElected: func(_ context.Context, term *runtime.Term) {
+			id := r.rec.Begin(term.Name(), node, int64(term.Token()))
+			r.rec.Elected(id)
+			r.mu.Lock()
+			r.latest = term
+			r.mu.Unlock()
+			mu.Lock()
+			ids[term] = id
+			mu.Unlock()
+			go func() { <-term.Done(); r.rec.End(id) }()
+			select {
+			case elected <- term:
+			default:
 			}
-			if prev.Token() >= term.Token() {
-				r.t.Errorf("%s elected with token %d after %s's %d; want tokens rising (F5)", node, term.Token(), r.nodes[i], prev.Token())
+		},
+		OnRevoked: func(_ context.Context, term *runtime.Term, _ runtime.Reason) {
+			mu.Lock()
+			id, ok := ids[term]
+			mu.Unlock()
+			if !ok { // a revoked callback without its elected one (L1)
+				id = r.rec.Begin(term.Name(), node, int64(term.Token()))
+				r.rec.End(id)
 			}
-		}
-		r.terms = append(r.terms, term)
-		r.nodes = append(r.nodes, node)
-		r.mu.Unlock()
-		select {
-		case elected <- term:
-		default:
-		}
-	}}
+			r.rec.Revoked(id)
+		},
+	}
 }
 
 // runtimeClient returns a client on b, closed when the test ends.
@@ -96,7 +120,7 @@ func TestHolderCutOff(t *testing.T) {
 			s := shared.get(t)
 			ba := newBackend(t, newClient(t, link, s))
 			bb := newBackend(t, newClient(t, nil, s), WithPrefix(ba.Prefix()))
-			r := &referee{t: t}
+			r := newReferee(t)
 			a := runtimeClient(t, ba.Backend(), "a", lease)
 			b := runtimeClient(t, bb.Backend(), "b", lease)
 			ta := await(t, elect(t, r, a, "a"), 5*lease, "a")
@@ -129,7 +153,7 @@ func TestDelayedReplies(t *testing.T) {
 	s := shared.get(t)
 	ba := newBackend(t, newClient(t, link, s))
 	bb := newBackend(t, newClient(t, nil, s), WithPrefix(ba.Prefix()))
-	r := &referee{t: t}
+	r := newReferee(t)
 	a := runtimeClient(t, ba.Backend(), "a", lease)
 	b := runtimeClient(t, bb.Backend(), "b", lease)
 	ta := await(t, elect(t, r, a, "a"), 5*lease, "a")
@@ -206,7 +230,7 @@ func TestFollowerLost(t *testing.T) {
 	ms := startCluster(t)
 	ba := newBackend(t, newClient(t, nil, ms...))
 	bb := newBackend(t, newClient(t, nil, ms...), WithPrefix(ba.Prefix()))
-	r := &referee{t: t}
+	r := newReferee(t)
 	a := runtimeClient(t, ba.Backend(), "a", lease)
 	b := runtimeClient(t, bb.Backend(), "b", lease)
 	ta := await(t, elect(t, r, a, "a"), 5*lease, "a")
@@ -250,7 +274,7 @@ func TestLeaderKilled(t *testing.T) {
 	}
 	ba := newBackend(t, newClient(t, nil, followers...))
 	bb := newBackend(t, newClient(t, nil, followers...), WithPrefix(ba.Prefix()))
-	r := &referee{t: t}
+	r := newReferee(t)
 	a := runtimeClient(t, ba.Backend(), "a", lease)
 	b := runtimeClient(t, bb.Backend(), "b", lease)
 	ta := await(t, elect(t, r, a, "a"), 5*lease, "a")
@@ -263,7 +287,7 @@ func TestLeaderKilled(t *testing.T) {
 	// Wait until some node holds a valid term again.
 	for deadline := time.Now().Add(6 * lease); ; time.Sleep(50 * time.Millisecond) {
 		r.mu.Lock()
-		last := r.terms[len(r.terms)-1]
+		last := r.latest
 		r.mu.Unlock()
 		if last.Valid() {
 			t.Logf("a term (token %d) valid %v after the leader was killed; a's first term: %v", last.Token(), time.Since(killed).Round(time.Millisecond), ta.Reason())

@@ -6,14 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/faultnet"
+	"github.com/simba-go/simba/internal/testkit/enginetest"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
 )
 
 // contenders returns n nodes of one schema, spread over a few backends (each
 // with its pool and release poll, as separate processes would have, so
 // that the shared server's connections suffice) and the faultnet links the
 // backends dial through.
-func contenders(t *testing.T, n, backends int, m *monitor) ([]*Backend, []*faultnet.Link, []*node) {
+func contenders(t *testing.T, n, backends int, cl *enginetest.Cluster) ([]*Backend, []*faultnet.Link, []*enginetest.Node) {
 	t.Helper()
 	url := sharedURL(t)
 	admin := newDB(t, url, nil)
@@ -29,9 +30,9 @@ func contenders(t *testing.T, n, backends int, m *monitor) ([]*Backend, []*fault
 		}
 		links = append(links, link)
 	}
-	nodes := make([]*node, n)
+	nodes := make([]*enginetest.Node, n)
 	for i := range nodes {
-		nodes[i] = newNode(t, fmt.Sprintf("n%d", i), bs[i%len(bs)], m)
+		nodes[i] = cl.NewNode(fmt.Sprintf("n%d", i), bs[i%len(bs)])
 	}
 	return bs, links, nodes
 }
@@ -48,13 +49,13 @@ func cutFor(link *faultnet.Link, d time.Duration) {
 // seconds, while the leader keeps handing over — stopping gracefully, or
 // cut off from the server (its term ends at its local deadline, and another
 // node takes over once the server expired its session) — and at no instant
-// are two of its terms valid, and its tokens strictly increase (the monitor
-// checks both continuously).
+// are two of its terms valid, and its tokens strictly increase (the cluster's
+// record shows both).
 func TestContentionOneName(t *testing.T) {
-	m := newMonitor(t)
-	_, links, nodes := contenders(t, 20, 4, m)
+	cl := newCluster(t)
+	_, links, nodes := contenders(t, 20, 4, cl)
 	for _, n := range nodes {
-		n.start("one")
+		n.Start("one")
 	}
 	end := time.Now().Add(6 * time.Second)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -63,7 +64,7 @@ func TestContentionOneName(t *testing.T) {
 		leader := -1
 		waitFor(t, 3*testConfig.LeaseDuration, "a leader of one", func() bool {
 			for i, n := range nodes {
-				if len(n.leading()) == 1 {
+				if len(n.Leading()) == 1 {
 					leader = i
 					return true
 				}
@@ -76,22 +77,22 @@ func TestContentionOneName(t *testing.T) {
 			// Wait for the next leader, behind another link.
 			waitFor(t, 3*testConfig.LeaseDuration, "a leader after the cut", func() bool {
 				for i, n := range nodes {
-					if i%len(links) != leader%len(links) && len(n.leading()) == 1 {
+					if i%len(links) != leader%len(links) && len(n.Leading()) == 1 {
 						return true
 					}
 				}
 				return false
 			})
 		} else {
-			nodes[leader].stop("one")
-			nodes[leader].start("one")
+			nodes[leader].Stop("one")
+			nodes[leader].Start("one")
 		}
 		handoffs++
 		time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond)
 	}
-	t.Logf("%d hand-offs (%d by cutting the leader off), %d terms", handoffs, cuts, m.elections())
-	if m.elections() < 5 {
-		t.Errorf("%d terms in 6s; want many hand-offs", m.elections())
+	t.Logf("%d hand-offs (%d by cutting the leader off), %d terms", handoffs, cuts, cl.Terms())
+	if cl.Terms() < 5 {
+		t.Errorf("%d terms in 6s; want many hand-offs", cl.Terms())
 	}
 }
 
@@ -103,8 +104,8 @@ func TestContentionOneName(t *testing.T) {
 // strictly increase per name, and every lease is held again at the end.
 func TestContentionManyLeases(t *testing.T) {
 	const leases = 200
-	m := newMonitor(t)
-	bs, links, nodes := contenders(t, 10, 5, m)
+	cl := newCluster(t)
+	bs, links, nodes := contenders(t, 10, 5, cl)
 	names := make([]string, leases)
 	for i := range names {
 		names[i] = fmt.Sprintf("lease-%03d", i)
@@ -123,13 +124,13 @@ func TestContentionManyLeases(t *testing.T) {
 	}
 	for i, n := range nodes {
 		for _, name := range mine(i) {
-			n.start(name)
+			n.Start(name)
 		}
 	}
 	held := func() int {
 		seen := map[string]bool{}
 		for _, n := range nodes {
-			for _, name := range n.leading() {
+			for _, name := range n.Leading() {
 				seen[name] = true
 			}
 		}
@@ -143,17 +144,17 @@ func TestContentionManyLeases(t *testing.T) {
 		n := nodes[i]
 		switch round % 3 {
 		case 0: // stop and restart a few of its elections
-			for _, name := range n.leading()[:min(5, len(n.leading()))] {
-				n.stop(name)
-				n.start(name)
+			for _, name := range n.Leading()[:min(5, len(n.Leading()))] {
+				n.Stop(name)
+				n.Start(name)
 			}
 		case 1: // its backend is cut off from the server
 			cutFor(links[i%len(links)], testConfig.LeaseDuration)
 		case 2: // it closes, and a new node takes its place
-			n.close()
-			nodes[i] = newNode(t, n.name+"'", bs[i%len(bs)], m)
+			n.Close()
+			nodes[i] = cl.NewNode(n.Name+"'", bs[i%len(bs)])
 			for _, name := range mine(i) {
-				nodes[i].start(name)
+				nodes[i].Start(name)
 			}
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -161,11 +162,11 @@ func TestContentionManyLeases(t *testing.T) {
 	if !waitUntil(4*testConfig.LeaseDuration+5*time.Second, func() bool { return held() == leases }) {
 		t.Errorf("%d of %d leases held at the end", held(), leases)
 		for _, n := range nodes {
-			s := n.c.Snapshot()
-			t.Logf("node %s: %v, %d leading, last error %v", n.name, s.State, len(n.leading()), s.LastError)
+			s := n.C.Snapshot()
+			t.Logf("node %s: %v, %d leading, last error %v", n.Name, s.State, len(n.Leading()), s.LastError)
 		}
 	}
-	t.Logf("%d terms of %d leases", m.elections(), leases)
+	t.Logf("%d terms of %d leases", cl.Terms(), leases)
 }
 
 // waitUntil polls cond every few milliseconds until it holds (true) or d

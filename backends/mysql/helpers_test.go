@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/internal/faultnet"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 func TestMain(m *testing.M) {

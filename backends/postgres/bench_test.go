@@ -2,9 +2,6 @@ package simbapg
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sort"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendtest"
 )
 
 // Benchmarks against the shared PostgreSQL:
@@ -28,15 +26,14 @@ func (s *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ p
 }
 func (s *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// S1: a keep-alive is one statement whatever the number of leases held, and
-// its time is flat in it: it touches the session's row and the groups it
-// joined, never its leases. Reported: statements/op (counted by a pgx
-// tracer) and the median keep-alive.
-func BenchmarkKeepAlive(b *testing.B) {
-	dsn := sharedDSN(b)
-	admin := newPool(b, dsn, nil)
-	for _, n := range []int{1, 100, 10000} {
-		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) {
+// benchHarness describes PostgreSQL to the shared benchmarks: a schema of
+// its own on the shared server, on a pool whose statements a pgx tracer
+// counts; floors of durable single-row conditional UPDATEs on a table of
+// the benchmark's own.
+func benchHarness() backendtest.BenchHarness {
+	return backendtest.BenchHarness{
+		New: func(b *testing.B, maxLease time.Duration) (backends.Backend, []backendtest.Counter) {
+			dsn := sharedDSN(b)
 			var count statementCounter
 			cfg := poolConfig(b, dsn, nil)
 			cfg.ConnConfig.Tracer = &count
@@ -44,210 +41,91 @@ func BenchmarkKeepAlive(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer pool.Close()
-			bk := newBackend(b, pool, admin, WithMaxLease(time.Minute)) // acquiring 10,000 takes seconds
-			ctx := context.Background()
-			s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close(ctx)
-			for i := range n {
-				if _, err := s.Acquire(ctx, fmt.Sprintf("lease-%d", i)); err != nil {
-					b.Fatal(err)
+			b.Cleanup(pool.Close)
+			bk := newBackend(b, pool, newPool(b, dsn, nil), WithMaxLease(max(maxLease, time.Minute))) // acquiring 10,000 takes seconds
+			statements := func() float64 { return float64(count.n.Load()) }
+			return bk, []backendtest.Counter{{Unit: "statements", Read: statements}}
+		},
+		Same: func(b *testing.B, bk backends.Backend) backends.Backend {
+			return sameSchema(b, bk.(*Backend), newPool(b, sharedDSN(b), nil))
+		},
+		// Two single-row conditional UPDATEs (durable commits) through the
+		// backend's own pool.
+		AcquireReleaseFloor: func(b *testing.B, bk backends.Backend) backendtest.Floor {
+			pool := bk.(*Backend).pool
+			table, _ := rawTable(b, bk.(*Backend), 0)
+			return func(i int) string {
+				for range 2 {
+					if _, err := pool.Exec(context.Background(), "UPDATE "+table+" SET token = $1 WHERE id = 1 AND token <= $1", int64(i)); err != nil {
+						b.Fatal(err)
+					}
 				}
+				return "raw-pair"
 			}
-			times := make([]time.Duration, 0, b.N)
-			count.n.Store(0)
-			b.ResetTimer()
-			for range b.N {
-				t0 := time.Now()
-				r, err := s.KeepAlive(ctx)
-				if err != nil {
-					b.Fatal(err)
+		},
+		// After the same idle as the hand-off: on even rounds two UPDATEs on
+		// one connection (the comparison's floor, where the second round
+		// trip finds the connection warm), on odd rounds one on each of two
+		// connections, both idle like the holder's and the waiter's: the
+		// hand-off's floor.
+		HandOffFloor: func(b *testing.B, bk backends.Backend) backendtest.Floor {
+			table, conns := rawTable(b, bk.(*Backend), 2)
+			return func(i int) string {
+				rawUpdate(b, conns[0], table, i)
+				rawUpdate(b, conns[i%2], table, i)
+				if i%2 == 0 {
+					return "raw-pair"
 				}
-				times = append(times, time.Since(t0))
-				if r.Digest.Leases != n {
-					b.Fatalf("digest counts %d leases; want %d", r.Digest.Leases, n)
-				}
+				return "raw-two-conns"
 			}
-			b.StopTimer()
-			sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-			b.ReportMetric(float64(count.n.Load())/float64(b.N), "statements/op")
-			b.ReportMetric(float64(times[len(times)/2].Microseconds()), "p50-µs")
-		})
+		},
 	}
 }
 
-// Acquire+release beside the raw floor: two single-row conditional UPDATEs
-// (durable commits), each pair measured next to the other. Reported: the
-// medians and their ratio.
-func BenchmarkAcquireRelease(b *testing.B) {
+// rawTable creates a one-row table beside bk's schema, dropped when the
+// benchmark ends, and returns its name and n connections of a pool of its
+// own.
+func rawTable(b *testing.B, bk *Backend, n int) (string, []*pgxpool.Conn) {
+	b.Helper()
 	dsn := sharedDSN(b)
 	admin := newPool(b, dsn, nil)
-	pool := newPool(b, dsn, nil)
-	bk := newBackend(b, pool, admin)
-	ctx := context.Background()
-	s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close(ctx)
 	table := pgx.Identifier{bk.Schema() + "_raw"}.Sanitize()
 	mustExec(b, admin, "CREATE TABLE "+table+" (id int PRIMARY KEY, token bigint NOT NULL)")
-	defer mustExec(b, admin, "DROP TABLE "+table)
-	mustExec(b, admin, "INSERT INTO "+table+" VALUES (1, 0)")
-	ours := make([]time.Duration, 0, b.N)
-	raw := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		if i%100 == 99 { // the session's TTL is clamped to the lease: renew it, untimed
-			if _, err := s.KeepAlive(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-		t0 := time.Now()
-		g, err := s.Acquire(ctx, "lease")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.Release(ctx, "lease", g.Token); err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		for range 2 {
-			if _, err := pool.Exec(ctx, "UPDATE "+table+" SET token = $1 WHERE id = 1 AND token <= $1", int64(i)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		ours, raw = append(ours, t1.Sub(t0)), append(raw, time.Since(t1))
-	}
-	b.StopTimer()
-	med := func(d []time.Duration) time.Duration {
-		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-		return d[len(d)/2]
-	}
-	o, r := med(ours), med(raw)
-	b.ReportMetric(float64(o.Microseconds()), "pair-p50-µs")
-	b.ReportMetric(float64(r.Microseconds()), "raw-pair-p50-µs")
-	b.ReportMetric(float64(o)/float64(r), "ratio")
-}
-
-// A graceful hand-off at the backend level, without the runtime: a waiter
-// on a node of its own was refused the lease and watches it; after an idle
-// span like a candidate's, the holder releases, and the waiter acquires as
-// soon as its watch fires. Beside each, after the same idle, a raw pair of
-// durable UPDATEs: on even rounds both on one connection (the comparison's
-// floor, where the second round trip finds the connection warm), on odd
-// rounds one on each of two connections, both idle like the holder's and
-// the waiter's: the hand-off's floor. Reported: the medians of the
-// hand-off, of the two raw pairs, and of the hand-off's parts (the
-// release's round trip, then the wait for the watch, then the acquire's
-// round trip).
-//
-//	go test -run='^$' -bench=HandOff -benchtime=100x ./backends/postgres/
-func BenchmarkHandOff(b *testing.B) {
-	const idle = 200 * time.Millisecond // the compare tool's is 150–250 ms
-	dsn := sharedDSN(b)
-	admin := newPool(b, dsn, nil)
-	holderNode := newBackend(b, newPool(b, dsn, nil), admin, WithMaxLease(time.Minute))
-	waiterNode := sameSchema(b, holderNode, newPool(b, dsn, nil))
-	ctx := context.Background()
-	open := func(bk *Backend) backends.Session {
-		s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close(context.Background()) })
-		return s
-	}
-	holder, waiter := open(holderNode), open(waiterNode)
-	woke := make(chan struct{}, 1)
-	for _, s := range []backends.Session{holder, waiter} { // each waits in turn
-		stop := s.(backends.Notifier).Watch("lease", func() {
-			select {
-			case woke <- struct{}{}:
-			default:
-			}
-		})
-		b.Cleanup(stop)
-	}
-	waitListening(b, waiterNode)
-	waitListening(b, holderNode)
-	g, err := holder.Acquire(ctx, "lease")
-	if err != nil {
-		b.Fatal(err)
-	}
-	table := pgx.Identifier{holderNode.Schema() + "_raw"}.Sanitize()
-	mustExec(b, admin, "CREATE TABLE "+table+" (id int PRIMARY KEY, token bigint NOT NULL)")
-	defer mustExec(b, admin, "DROP TABLE "+table)
+	b.Cleanup(func() { mustExec(b, admin, "DROP TABLE "+table) })
 	mustExec(b, admin, "INSERT INTO "+table+" VALUES (1, 0)")
 	raw := newPool(b, dsn, nil)
-	var conns [2]*pgxpool.Conn
+	conns := make([]*pgxpool.Conn, n)
 	for i := range conns {
-		c, err := raw.Acquire(ctx)
+		c, err := raw.Acquire(context.Background())
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer c.Release()
+		b.Cleanup(c.Release)
 		conns[i] = c
 	}
-	var (
-		handOffs, releases, wakes, acquires []time.Duration
-		raws                                [2][]time.Duration // by round parity: one connection, two
-	)
-	b.ResetTimer()
-	for i := range b.N {
-		if i%50 == 49 { // untimed renewals, well within the minute
-			for _, s := range []backends.Session{holder, waiter} {
-				if _, err := s.KeepAlive(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		time.Sleep(idle)
-		t0 := time.Now()
-		for _, c := range []*pgxpool.Conn{conns[0], conns[i%2]} {
-			if _, err := c.Exec(ctx, "UPDATE "+table+" SET token = $1 WHERE id = 1 AND token <= $1", int64(i)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		raws[i%2] = append(raws[i%2], time.Since(t0))
-
-		if _, err := waiter.Acquire(ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
-			b.Fatalf("the waiter's Acquire = %v; want ErrLeaseHeld", err)
-		}
-		select {
-		case <-woke:
-		default:
-		}
-		time.Sleep(idle)
-		t0 = time.Now()
-		if _, err := holder.Release(ctx, "lease", g.Token); err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		<-woke
-		t2 := time.Now()
-		if g, err = waiter.Acquire(ctx, "lease"); err != nil {
-			b.Fatal(err)
-		}
-		t3 := time.Now()
-		handOffs, releases, wakes, acquires = append(handOffs, t3.Sub(t0)), append(releases, t1.Sub(t0)),
-			append(wakes, t2.Sub(t1)), append(acquires, t3.Sub(t2))
-		holder, waiter = waiter, holder
-	}
-	b.StopTimer()
-	med := func(d []time.Duration) float64 {
-		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-		return float64(d[len(d)/2].Microseconds())
-	}
-	b.ReportMetric(med(handOffs), "hand-off-p50-µs")
-	b.ReportMetric(med(raws[0]), "raw-pair-p50-µs")
-	if len(raws[1]) > 0 {
-		b.ReportMetric(med(raws[1]), "raw-two-conns-p50-µs")
-	}
-	b.ReportMetric(med(releases), "release-p50-µs")
-	b.ReportMetric(med(wakes), "wake-p50-µs")
-	b.ReportMetric(med(acquires), "acquire-p50-µs")
+	return table, conns
 }
+
+// rawUpdate is one durable single-row conditional UPDATE.
+func rawUpdate(b *testing.B, c *pgxpool.Conn, table string, i int) {
+	if _, err := c.Exec(context.Background(), "UPDATE "+table+" SET token = $1 WHERE id = 1 AND token <= $1", int64(i)); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// S1: a keep-alive is one statement whatever the number of leases held, and
+// its time is flat in it: it touches the session's row and the groups it
+// joined, never its leases (statements/op, counted by a pgx tracer; p50-µs).
+func BenchmarkKeepAlive(b *testing.B) { backendtest.BenchmarkKeepAlive(b, benchHarness()) }
+
+// Acquire+release beside the raw floor, two durable single-row conditional
+// UPDATEs, each pair measured next to the other: the medians and their
+// ratio.
+func BenchmarkAcquireRelease(b *testing.B) { backendtest.BenchmarkAcquireRelease(b, benchHarness()) }
+
+// Graceful hand-offs: at the backend level, beside its floors on one and on
+// two idle connections (raw-pair-p50-µs, raw-two-conns-p50-µs), and through
+// the engine.
+//
+//	go test -run='^$' -bench=HandOff -benchtime=100x ./backends/postgres/
+func BenchmarkHandOff(b *testing.B) { backendtest.BenchmarkHandOff(b, benchHarness()) }

@@ -6,9 +6,8 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendtest"
-	"github.com/simba-go/simba/internal/enginetest"
-	"github.com/simba-go/simba/internal/faultnet"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // TestConformance runs the shared conformance suite against real PostgreSQL
@@ -60,13 +59,25 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// The engine end to end on the real PostgreSQL: who leads, read and followed
-// by a client that does not contend; a client's Locks taking turns.
+// The engine end to end on the real PostgreSQL, with the fault scenarios: a
+// node's path is a faultnet link in its pool's dialer, which its LISTEN
+// connection shares; a session is expired behind its client's back by
+// setting its expiry in the past (expireSession).
 func TestEngine(t *testing.T) {
 	dsn := sharedDSN(t)
 	admin := newPool(t, dsn, nil)
-	enginetest.Run(t, enginetest.Harness{
-		New:   func(t *testing.T) backends.Backend { return newBackend(t, newPool(t, dsn, nil), admin) },
-		Lease: 2 * time.Second,
+	backendtest.RunEngine(t, backendtest.EngineHarness{
+		New: func(t *testing.T) backends.Backend { return newBackend(t, newPool(t, dsn, nil), admin) },
+		Same: func(t *testing.T, b backends.Backend) backends.Backend {
+			return sameSchema(t, b.(*Backend), newPool(t, dsn, nil))
+		},
+		Lease: testConfig.LeaseDuration,
+		NewPath: func(t *testing.T, b backends.Backend) (backends.Backend, backendtest.Path) {
+			link := faultnet.New()
+			return sameSchema(t, b.(*Backend), newPool(t, dsn, link)), link
+		},
+		ExpireSession: func(t *testing.T, b backends.Backend, id backends.SessionID) {
+			expireSession(t, admin, b.(*Backend).Schema(), id)
+		},
 	})
 }

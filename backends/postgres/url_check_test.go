@@ -13,7 +13,7 @@ import (
 
 	"github.com/simba-go/simba/backends/backendurl"
 	simbapg "github.com/simba-go/simba/backends/postgres"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // §12: every part of a postgres:// or postgresql:// URL is checked before

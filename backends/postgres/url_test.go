@@ -15,7 +15,7 @@ import (
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendurl"
 	simbapg "github.com/simba-go/simba/backends/postgres"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // postgres:// and postgresql://, registered with backendurl, open the PostgreSQL backend with the URL's

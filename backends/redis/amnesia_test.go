@@ -21,9 +21,10 @@ func TestAmnesiaRestartWithoutData(t *testing.T) {
 	admin := newClient(t, srv.Addr)
 	p := newProxy(t, srv.Addr)
 	isolated := newBackend(t, p.client(t), admin, WithMaxLease(testConfig.LeaseDuration))
-	a := startNode(t, "a", isolated, "lease")
+	cl := newCluster(t)
+	a := cl.Start("a", isolated, "lease")
 	ta := a.WaitElected(5 * time.Second)
-	b := startNode(t, "b", sameNamespace(t, isolated, newClient(t, srv.Addr)), "lease")
+	b := cl.Start("b", sameNamespace(t, isolated, newClient(t, srv.Addr)), "lease")
 	b.NotElected(testConfig.RenewInterval)
 	runBefore := runID(t, admin)
 

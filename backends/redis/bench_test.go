@@ -15,15 +15,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendtest"
 	"github.com/simba-go/simba/runtime"
 )
 
-// Benchmarks against real Redis servers. The keep-alive and acquire/release
-// benchmarks use a private redis-server, so that its command statistics
-// count only their own calls; the others use the shared one. Each says how to
-// run it; the defaults (make bench: -bench=. -benchtime=1s) run each of them
-// briefly, except BenchmarkScale, which takes many minutes and runs only when
-// SIMBA_BENCH_SCALE is set:
+// Benchmarks against real Redis servers: the three every backend shares
+// (package backendtest, described by benchHarness), and Redis's own. Each
+// says how to run it; the defaults (make bench: -bench=. -benchtime=1s) run
+// each of them briefly, except BenchmarkScale, which takes many minutes and
+// runs only when SIMBA_BENCH_SCALE is set:
 //
 //	go test -run='^$' -bench='KeepAlive|AcquireRelease|HandOff' -benchtime=200x ./backends/redis/
 //	go test -run='^$' -bench=TwoProcess -benchtime=20x ./backends/redis/
@@ -56,153 +56,76 @@ func commandStats(tb testing.TB, c *redis.Client, cmd string) (calls, usec int64
 	return calls, usec
 }
 
-// S1: a keep-alive is one EVALSHA whose Redis-side time does not grow with
-// the number of leases held. Reported: evalsha/op (from INFO commandstats;
-// commands inside a script are counted separately, so this is exactly the
-// script calls) and server-µs/op (the script's time inside Redis).
-func BenchmarkKeepAlive(b *testing.B) {
-	srv := startRedis(b)
-	admin := newClient(b, srv.Addr)
-	// A short MaxLease: the amnesia guard of a server that just booted
-	// lasts that long.
-	bk := newBackend(b, newClient(b, srv.Addr), admin, WithMaxLease(3*time.Second))
-	for _, n := range []int{1, 100, 10_000} {
-		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) {
-			ctx := context.Background()
-			s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
-			if err != nil {
+// benchHarness describes Redis to the shared benchmarks. The keep-alive,
+// the acquire/release and the backend hand-off run on a private
+// redis-server, whose command statistics count only their own calls (one
+// connection for the backend and the floor); its MaxLease is short, since
+// the amnesia guard of a server that just booted lasts that long. The
+// engine's hand-off, whose clients ask for the default 15 s lease, runs on
+// the shared server, up for longer than any guard.
+func benchHarness() backendtest.BenchHarness {
+	return backendtest.BenchHarness{
+		New: func(b *testing.B, maxLease time.Duration) (backends.Backend, []backendtest.Counter) {
+			if maxLease > 0 {
+				addr, admin := sharedRedis(b)
+				return newBackend(b, newClient(b, addr), admin, WithMaxLease(maxLease)), nil
+			}
+			srv := startRedis(b)
+			admin := newClient(b, srv.Addr)
+			opts := clientOptions(srv.Addr)
+			opts.PoolSize = 1
+			client := redis.NewClient(opts)
+			b.Cleanup(func() { client.Close() })
+			bk := newBackend(b, client, admin, WithMaxLease(3*time.Second))
+			if err := admin.ConfigResetStat(context.Background()).Err(); err != nil {
 				b.Fatal(err)
 			}
-			defer s.Close(ctx)
-			for i := range n {
-				if _, err := s.Acquire(ctx, "lease-"+strconv.Itoa(i)); err != nil {
-					b.Fatal(err)
-				}
-				if i%1000 == 999 {
-					if _, err := s.KeepAlive(ctx); err != nil {
+			calls := func() float64 { n, _ := commandStats(b, admin, "evalsha"); return float64(n) }
+			usec := func() float64 { _, us := commandStats(b, admin, "evalsha"); return float64(us) }
+			return bk, []backendtest.Counter{{Unit: "evalsha", Read: calls}, {Unit: "server-µs", Read: usec}}
+		},
+		Same: func(b *testing.B, bk backends.Backend) backends.Backend {
+			rb := bk.(*Backend)
+			return sameNamespace(b, rb, newClient(b, rb.client.(*redis.Client).Options().Addr))
+		},
+		// Two EVALSHA calls of a trivial script on the same connection. It
+		// returns a small array, as ours do, so that both take go-redis's
+		// same reply path.
+		AcquireReleaseFloor: func(b *testing.B, bk backends.Backend) backendtest.Floor {
+			rb := bk.(*Backend)
+			ctx := context.Background()
+			raw := redis.NewScript(`return {'OK', redis.call('HGET', KEYS[1], 'x') or ''}`)
+			if err := raw.Load(ctx, rb.client).Err(); err != nil {
+				b.Fatal(err)
+			}
+			key := []string{rb.keys.base + "raw"}
+			return func(int) string {
+				for range 2 {
+					if err := raw.EvalSha(ctx, rb.client, key).Err(); err != nil {
 						b.Fatal(err)
 					}
 				}
+				return "2×evalsha"
 			}
-			if _, err := s.KeepAlive(ctx); err != nil { // script loaded
-				b.Fatal(err)
-			}
-			if err := admin.ConfigResetStat(ctx).Err(); err != nil {
-				b.Fatal(err)
-			}
-			ops := 0
-			for b.Loop() {
-				r, err := s.KeepAlive(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if r.Digest.Leases != n {
-					b.Fatalf("digest counts %d leases; want %d", r.Digest.Leases, n)
-				}
-				ops++
-			}
-			calls, usec := commandStats(b, admin, "evalsha")
-			b.ReportMetric(float64(calls)/float64(ops), "evalsha/op")
-			b.ReportMetric(float64(usec)/float64(max(calls, 1)), "server-µs/op")
-		})
+		},
 	}
 }
 
-// §12: an acquire and a release cost two round trips, compared with two
-// EVALSHA calls of a trivial script on the same connection, interleaved so
-// that both see the same machine. The trivial script returns a small array,
-// as ours do, so that both take go-redis's same reply path. Reported: the
-// median of each and their ratio (target: within 1.3×), and the time Redis
-// spends in each (from INFO commandstats, measured after the loop: the
-// median of 15 blocks of 100 of each, interleaved).
+// §12: an acquire and a release cost two round trips, beside two EVALSHA
+// calls of a trivial script (target: within 1.3×); Redis's side of each
+// from INFO commandstats (server-µs/op, floor-server-µs/op).
+func BenchmarkAcquireRelease(b *testing.B) { backendtest.BenchmarkAcquireRelease(b, benchHarness()) }
+
+// S1: a keep-alive is one EVALSHA whose Redis-side time does not grow with
+// the number of leases held: evalsha/op (commands inside a script are
+// counted apart, so this is exactly the script calls) and server-µs/op.
+func BenchmarkKeepAlive(b *testing.B) { backendtest.BenchmarkKeepAlive(b, benchHarness()) }
+
+// A1, H1: graceful hand-offs, at the backend level (a release woken by the
+// release notification) and through the engine with the default timings.
 //
-// The session is renewed between iterations, outside the timings, so that
-// long runs (-benchtime 100000x) outlive its time to live.
-func BenchmarkAcquireRelease(b *testing.B) {
-	srv := startRedis(b)
-	admin := newClient(b, srv.Addr)
-	opts := clientOptions(srv.Addr)
-	opts.PoolSize = 1 // one connection for both
-	client := redis.NewClient(opts)
-	b.Cleanup(func() { client.Close() })
-	bk := newBackend(b, client, admin, WithMaxLease(3*time.Second))
-	ctx := context.Background()
-	s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close(ctx)
-	renewed := time.Now()
-	renew := func() {
-		if time.Since(renewed) < time.Second {
-			return
-		}
-		if _, err := s.KeepAlive(ctx); err != nil {
-			b.Fatal(err)
-		}
-		renewed = time.Now()
-	}
-	raw := redis.NewScript(`return {'OK', redis.call('HGET', KEYS[1], 'x') or ''}`)
-	if err := raw.Load(ctx, client).Err(); err != nil {
-		b.Fatal(err)
-	}
-	rawKey := []string{bk.keys.base + "raw"}
-	ours := func() {
-		g, err := s.Acquire(ctx, "lease")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.Release(ctx, "lease", g.Token); err != nil {
-			b.Fatal(err)
-		}
-	}
-	base := func() {
-		for range 2 {
-			if err := raw.EvalSha(ctx, client, rawKey).Err(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	var tOurs, tBase []time.Duration
-	for b.Loop() {
-		renew()
-		t0 := time.Now()
-		ours()
-		t1 := time.Now()
-		base()
-		t2 := time.Now()
-		tOurs = append(tOurs, t1.Sub(t0))
-		tBase = append(tBase, t2.Sub(t1))
-	}
-	mo, mb := median(tOurs), median(tBase)
-	b.ReportMetric(float64(mo.Nanoseconds())/1e3, "acq+rel-µs")
-	b.ReportMetric(float64(mb.Nanoseconds())/1e3, "2×evalsha-µs")
-	b.ReportMetric(float64(mo)/float64(mb), "ratio")
-
-	// Redis's side of each, alone: INFO commandstats counts EVALSHA calls
-	// and their time, not which script ran. In blocks of each, interleaved,
-	// and the median of each's blocks: on a shared machine the load comes
-	// in bursts, and one long run of each measured the bursts.
-	const blocks, perBlock = 15, 100
-	block := func(f func()) float64 {
-		renew()
-		_, before := commandStats(b, admin, "evalsha")
-		for range perBlock {
-			f()
-		}
-		_, after := commandStats(b, admin, "evalsha")
-		return float64(after-before) / perBlock
-	}
-	var sOurs, sBase []float64
-	for range blocks {
-		sOurs = append(sOurs, block(ours))
-		sBase = append(sBase, block(base))
-	}
-	slices.Sort(sOurs)
-	slices.Sort(sBase)
-	b.ReportMetric(sOurs[blocks/2], "acq+rel-server-µs")
-	b.ReportMetric(sBase[blocks/2], "2×evalsha-server-µs")
-}
+//	go test -run='^$' -bench=HandOff -benchtime=200x ./backends/redis/
+func BenchmarkHandOff(b *testing.B) { backendtest.BenchmarkHandOff(b, benchHarness()) }
 
 func median(d []time.Duration) time.Duration { return quantile(d, 0.5) }
 
@@ -213,79 +136,6 @@ func quantile(d []time.Duration, q float64) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(q*float64(len(s))))]
-}
-
-// handOffNode is one client of the hand-off benchmarks.
-type handOffNode struct {
-	c       *runtime.Client
-	e       *runtime.Election
-	elected chan time.Time
-}
-
-func (n *handOffNode) start(tb testing.TB) {
-	tb.Helper()
-	e, err := n.c.StartElection("bench", runtime.ListenerFuncs{
-		OnElected: func(context.Context, *runtime.Term) { n.elected <- time.Now() },
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	n.e = e
-}
-
-// A1, H1: graceful hand-off latency with the default timings, from Stop on
-// the leader to the elected callback on the other node; candidates retry
-// only every 2.5–5 s, so each hand-off is carried by the release
-// notification. Each iteration is one hand-off, so -benchtime=200x measures
-// exactly 200 (the default -benchtime=1s runs as many as fit in a second,
-// and a p99 of fewer than 100 is the maximum). Reported: median, p99, max.
-//
-//	go test -run='^$' -bench=HandOff -benchtime=200x ./backends/redis/
-func BenchmarkHandOff(b *testing.B) {
-	addr, admin := sharedRedis(b)
-	cfg := runtime.DefaultConfig()
-	bk := newBackend(b, newClient(b, addr), admin, WithMaxLease(cfg.LeaseDuration))
-	ctx := context.Background()
-	var nodes [2]*handOffNode
-	for i := range nodes {
-		c, err := runtime.NewClient(sameNamespace(b, bk, newClient(b, addr)), cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { c.Close(ctx) })
-		nodes[i] = &handOffNode{c: c, elected: make(chan time.Time, 1)}
-	}
-	nodes[0].start(b)
-	<-nodes[0].elected
-	nodes[1].start(b)
-	leader := 0
-	var lat []time.Duration
-	for b.Loop() {
-		// Let the restarted candidate's first attempt (refused: the lease
-		// is held) finish, so that every hand-off starts from the same
-		// state: a candidate between attempts, woken only by the release
-		// notification. A notification that arrives while an attempt is in
-		// flight is not lost — the engine tries again as soon as the refused
-		// attempt returns (machine.notified, runtime/contender.go) — but it
-		// costs a round trip more.
-		time.Sleep(20 * time.Millisecond)
-		other := 1 - leader
-		t0 := time.Now()
-		if err := nodes[leader].e.Stop(ctx); err != nil {
-			b.Fatal(err)
-		}
-		select {
-		case at := <-nodes[other].elected:
-			lat = append(lat, at.Sub(t0))
-		case <-time.After(10 * time.Second):
-			b.Fatalf("hand-off %d: the other node was not elected within 10s", len(lat))
-		}
-		nodes[leader].start(b)
-		leader = other
-	}
-	b.ReportMetric(float64(median(lat).Microseconds()), "p50-µs")
-	b.ReportMetric(float64(quantile(lat, 0.99).Microseconds()), "p99-µs")
-	b.ReportMetric(float64(slices.Max(lat).Microseconds()), "max-µs")
 }
 
 // BenchmarkScale finds how far one Redis goes with the default timings

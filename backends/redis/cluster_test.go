@@ -9,9 +9,8 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendtest"
-	"github.com/simba-go/simba/internal/enginetest"
-	"github.com/simba-go/simba/internal/faultnet"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // clusterOptions are the go-redis options of the tests' cluster clients, as
@@ -57,9 +56,10 @@ func newClusterBackend(t *testing.T, addrs []string, client *redis.ClusterClient
 // Redis Cluster: every namespace lives in one slot (the hash tag {prefix}),
 // scripts route by their first key and build the others in the same slot,
 // PUBLISH reaches every node, and the armed scripts are loaded on the
-// master of the namespace's slot. The restart of a private server is the
-// single-server suite's; a cluster's fail-over is the Sentinel test's
-// business.
+// master of the namespace's slot. The restarts run on private one-node
+// clusters (every slot on one node, which a restart keeps): without
+// persistence for the amnesia guard, with an append-only file for the
+// durable restart. A cluster's fail-over is the Sentinel test's business.
 func TestConformanceCluster(t *testing.T) {
 	addrs := testservers.RedisCluster(t)
 	newClient := func(t *testing.T, o *redis.ClusterOptions) *redis.ClusterClient {
@@ -78,6 +78,17 @@ func TestConformanceCluster(t *testing.T) {
 			rb := b.(*Backend)
 			expireSession(t, rb.client, rb.keys, string(id))
 		},
+		NewRestartable: func(t *testing.T) (backends.Backend, func() time.Duration) {
+			srv := testservers.StartRedisCluster(t, "--appendonly", "no")
+			b := newClusterBackend(t, []string{srv.Addr}, newClient(t, clusterOptions([]string{srv.Addr})))
+			return b, func() time.Duration { srv.Restart(); return b.MaxLease() }
+		},
+		NewDurable: func(t *testing.T) (backends.Backend, func()) {
+			srv := testservers.StartRedisCluster(t)
+			b := newClusterBackend(t, []string{srv.Addr}, newClient(t, clusterOptions([]string{srv.Addr})))
+			return b, srv.Restart
+		},
+		RestartEndsSessions: true,
 		NewCuttable: func(t *testing.T) (backends.Backend, func() func()) {
 			link := faultnet.New()
 			o := clusterOptions(addrs)
@@ -88,16 +99,33 @@ func TestConformanceCluster(t *testing.T) {
 	})
 }
 
-// The engine end to end on the Redis Cluster.
+// The engine end to end on the Redis Cluster, with the fault scenarios (a
+// node's path is a faultnet link in its cluster client's dialer).
 func TestEngineCluster(t *testing.T) {
 	addrs := testservers.RedisCluster(t)
-	enginetest.Run(t, enginetest.Harness{
+	newClient := func(t *testing.T, o *redis.ClusterOptions) *redis.ClusterClient {
+		c := redis.NewClusterClient(o)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	backendtest.RunEngine(t, backendtest.EngineHarness{
 		New: func(t *testing.T) backends.Backend {
-			c := redis.NewClusterClient(clusterOptions(addrs))
-			t.Cleanup(func() { c.Close() })
-			return newClusterBackend(t, addrs, c)
+			return newClusterBackend(t, addrs, newClient(t, clusterOptions(addrs)))
+		},
+		Same: func(t *testing.T, b backends.Backend) backends.Backend {
+			return sameNamespace(t, b.(*Backend), newClient(t, clusterOptions(addrs)))
 		},
 		Lease: 2 * time.Second,
+		NewPath: func(t *testing.T, b backends.Backend) (backends.Backend, backendtest.Path) {
+			link := faultnet.New()
+			o := clusterOptions(addrs)
+			o.Dialer = link.Dial
+			return sameNamespace(t, b.(*Backend), newClient(t, o)), link
+		},
+		ExpireSession: func(t *testing.T, b backends.Backend, id backends.SessionID) {
+			rb := b.(*Backend)
+			expireSession(t, rb.client, rb.keys, string(id))
+		},
 	})
 }
 

@@ -9,14 +9,17 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendtest"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // TestConformance runs the shared conformance suite against the real Redis
-// (§12). Every case gets its own prefix on the shared server, except two:
+// (§12). Every case gets its own prefix on the shared server, except three:
 // the amnesia guard runs on a private redis-server, which its restart shuts
 // down with SHUTDOWN NOSAVE and starts again (the shared server is never
-// restarted), and the unreachable case reaches the shared server through a
-// TCP proxy, which it cuts.
+// restarted); the durable restart on a private one with an append-only
+// file, killed and started again; and the unreachable case reaches the
+// shared server through a faultnet link in its client's dialer, which it
+// cuts.
 //
 // TTL is the suite's unit of time: a case keeps its sessions alive every
 // TTL/4 and tolerates TTL/2 of lateness (ExpiryGrace), but some stretches
@@ -51,6 +54,16 @@ func TestConformance(t *testing.T) {
 			b := newBackend(t, c, c, WithMaxLease(maxLease))
 			return b, func() time.Duration { srv.restart(); return b.MaxLease() }
 		},
+		// A private server that writes every command to its append-only
+		// file before it answers: SIGKILL and a start keep its data. Its
+		// new run id still ends every session (§15).
+		NewDurable: func(t *testing.T) (backends.Backend, func()) {
+			srv := testservers.StartRedisServer(t)
+			c := newClient(t, srv.Addr)
+			b := newBackend(t, c, c, WithMaxLease(maxLease))
+			return b, srv.Restart
+		},
+		RestartEndsSessions: true,
 		NewCuttable: func(t *testing.T) (backends.Backend, func() func()) {
 			p := newProxy(t, addr)
 			b := newBackend(t, p.client(t), admin, WithMaxLease(maxLease))

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/simba-go/simba/backends/backendtest"
-	"github.com/simba-go/simba/internal/faultnet"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 func TestMain(m *testing.M) {
@@ -179,7 +179,7 @@ func runID(t testing.TB, c *redis.Client) string {
 
 // proxy is the network path of a test's client to Redis (a faultnet.Link in
 // its dialer), to cut it (connections closed, new ones refused), heal it, or
-// slow the replies.
+// slow it.
 type proxy struct {
 	upstream string
 	link     *faultnet.Link
@@ -205,9 +205,3 @@ func (p *proxy) cut() { p.link.Cut() }
 
 // heal accepts connections again.
 func (p *proxy) heal() { p.link.Heal() }
-
-// delay adds d of latency to everything Redis sends back (the replies).
-func (p *proxy) delay(d time.Duration) (undo func()) {
-	p.link.DelayReplies(d)
-	return func() { p.link.DelayReplies(0) }
-}

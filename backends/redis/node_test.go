@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/simba-go/simba/internal/enginetest"
+	"github.com/simba-go/simba/internal/testkit/enginetest"
 	"github.com/simba-go/simba/runtime"
 )
 
@@ -26,14 +26,9 @@ func sameNamespace(t testing.TB, b *Backend, client redis.UniversalClient, opts 
 	return nb
 }
 
-// node is one runtime client contending for one lease, recording its terms.
-type node = enginetest.Node
+// newCluster returns the nodes of a test, with testConfig; their terms are
+// checked when the test ends (never two valid at once, tokens rising).
+func newCluster(t *testing.T) *enginetest.Cluster { return enginetest.NewCluster(t, testConfig) }
 
 // termRecord is what a node saw of one term.
 type termRecord = enginetest.TermRecord
-
-// startNode starts a client on b and an election for lease.
-func startNode(t *testing.T, name string, b *Backend, lease string) *node {
-	t.Helper()
-	return enginetest.StartNode(t, name, b, testConfig, lease)
-}

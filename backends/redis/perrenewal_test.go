@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/simba-go/simba/internal/enginetest"
+	"github.com/simba-go/simba/internal/testkit/enginetest"
 	"github.com/simba-go/simba/runtime"
 )
 

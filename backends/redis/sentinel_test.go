@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // §15 on Redis Sentinel: the primary crashes (SIGKILL) and Sentinel promotes
@@ -37,9 +37,10 @@ func TestSentinelFailover(t *testing.T) {
 	// that without it a node would be elected right after the promotion:
 	// the leader's session, replicated, has run out by then.
 	b := newBackend(t, newFailoverClient(t), admin, WithMaxLease(5*time.Second))
-	a := startNode(t, "a", b, "lease")
+	cl := newCluster(t)
+	a := cl.Start("a", b, "lease")
 	ta := a.WaitElected(5 * time.Second)
-	c := startNode(t, "c", sameNamespace(t, b, newFailoverClient(t)), "lease")
+	c := cl.Start("c", sameNamespace(t, b, newFailoverClient(t)), "lease")
 	c.NotElected(testConfig.RenewInterval)
 	// What the primary has, the replica has: the crash loses nothing that
 	// would explain a takeover by itself.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/simba-go/simba/backends/backendurl"
 	simbaredis "github.com/simba-go/simba/backends/redis"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // §12: every part of a redis://, rediss:// or unix:// URL is checked before

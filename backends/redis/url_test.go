@@ -7,7 +7,7 @@ import (
 
 	"github.com/simba-go/simba/backends/backendurl"
 	simbaredis "github.com/simba-go/simba/backends/redis"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // A redis:// URL, registered with backendurl, opens the Redis backend, which the closer closes; a

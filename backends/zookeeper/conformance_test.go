@@ -6,9 +6,8 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendtest"
-	"github.com/simba-go/simba/internal/enginetest"
-	"github.com/simba-go/simba/internal/faultnet"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // TestConformance runs the shared conformance suite against the real
@@ -42,15 +41,5 @@ func TestConformance(t *testing.T) {
 			b := newBackend(t, servers, WithMaxLease(ttl), WithDialer(link.DialTimeout))
 			return b, func() func() { link.Cut(); return link.Heal }
 		},
-	})
-}
-
-// The engine end to end on the real ZooKeeper: who leads, read and followed
-// by a client that does not contend; a client's Locks taking turns.
-func TestEngine(t *testing.T) {
-	servers := sharedZK(t)
-	enginetest.Run(t, enginetest.Harness{
-		New:   func(t *testing.T) backends.Backend { return newBackend(t, servers, WithMaxLease(3*time.Second)) },
-		Lease: 3 * time.Second,
 	})
 }

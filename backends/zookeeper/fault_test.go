@@ -15,11 +15,24 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/internal/enginetest"
-	"github.com/simba-go/simba/internal/faultnet"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/backends/backendtest"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 	"github.com/simba-go/simba/runtime"
 )
+
+// engineFaults gives the engine's fault scenarios their hooks (see
+// TestEngine): a node's path to the shared server is a faultnet link in its
+// dialer, and expireSession closes a session behind its client's back.
+func engineFaults(h *backendtest.EngineHarness, servers []string) {
+	h.NewPath = func(t *testing.T, b backends.Backend) (backends.Backend, backendtest.Path) {
+		link := faultnet.New()
+		return sameRoot(t, b.(*Backend), servers, WithDialer(link.DialTimeout)), link
+	}
+	h.ExpireSession = func(t *testing.T, b backends.Backend, id backends.SessionID) {
+		expireSession(t, b.(*Backend), id)
+	}
+}
 
 // privateZK starts a private server with the shared server's tickTime.
 func privateZK(t *testing.T, cfg testservers.ZooKeeperConfig) *testservers.ZooKeeperServer {
@@ -43,10 +56,11 @@ func TestServerRestartWithinTimeout(t *testing.T) {
 	srv := privateZK(t, testservers.ZooKeeperConfig{})
 	servers := []string{srv.Addr}
 	b := newBackend(t, servers, WithMaxLease(cfg.LeaseDuration))
-	a := startNode(t, "a", b, cfg, "lease")
+	cl := newCluster(t, cfg)
+	a := cl.Start("a", b, "lease")
 	ta := a.WaitElected(10 * time.Second)
 	session := a.WaitState(runtime.SessionLive, time.Second).Session
-	o := startNode(t, "o", sameRoot(t, b, servers), cfg, "lease")
+	o := cl.Start("o", sameRoot(t, b, servers), "lease")
 	o.NotElected(cfg.RenewInterval)
 
 	// Right after a renewal, so that the restart fits in the validity left.
@@ -71,7 +85,6 @@ func TestServerRestartWithinTimeout(t *testing.T) {
 	default:
 	}
 	o.NotElected(cfg.RenewInterval)
-	enginetest.NoOverlap(t, a, o)
 }
 
 // §11 "backend unreachable", D4, S3: the private server is down for longer
@@ -84,10 +97,11 @@ func TestServerDownBeyondTimeout(t *testing.T) {
 	srv := privateZK(t, testservers.ZooKeeperConfig{})
 	servers := []string{srv.Addr}
 	b := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration))
-	a := startNode(t, "a", b, testConfig, "lease")
+	cl := newCluster(t, testConfig)
+	a := cl.Start("a", b, "lease")
 	ta := a.WaitElected(10 * time.Second)
 	session := a.WaitState(runtime.SessionLive, time.Second).Session
-	o := startNode(t, "o", sameRoot(t, b, servers), testConfig, "lease")
+	o := cl.Start("o", sameRoot(t, b, servers), "lease")
 	o.NotElected(testConfig.RenewInterval)
 
 	srv.Stop()
@@ -120,58 +134,6 @@ func TestServerDownBeyondTimeout(t *testing.T) {
 	if next.Term.Token() <= ta.Term.Token() {
 		t.Errorf("%s's token %d; want > a's first %d", next.Node, next.Term.Token(), ta.Term.Token())
 	}
-	enginetest.NoOverlap(t, a, o)
-}
-
-// §11 "backend unreachable", D4, B2, S3: the leader's connection is cut
-// (faultnet closes it and refuses new ones) while the server runs on. Its
-// term ends with DeadlinePassed at the local deadline; B2 closes its session
-// on the client's side; ZooKeeper expires it a timeout after the last
-// touch, and only then is the other node elected. Healed, the old leader
-// opens a new session and is elected again when the other stops.
-func TestCutConnection(t *testing.T) {
-	t.Parallel()
-	servers := sharedZK(t)
-	link := faultnet.New()
-	cutOff := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration), WithDialer(link.DialTimeout))
-	a := startNode(t, "a", cutOff, testConfig, "lease")
-	ta := a.WaitElected(10 * time.Second)
-	oldSession := a.WaitState(runtime.SessionLive, time.Second).Session
-	o := startNode(t, "o", sameRoot(t, cutOff, servers), testConfig, "lease")
-	o.NotElected(testConfig.RenewInterval)
-
-	link.Cut()
-	cutAt := time.Now()
-	a.WaitState(runtime.SessionSuspended, 2*testConfig.RenewInterval)
-	deadline := time.Now().Add(ta.Term.Remaining())
-	ta.WaitEnded(t, time.Until(deadline)+time.Second)
-	if ta.Reason != runtime.ReasonDeadlinePassed {
-		t.Errorf("a's term ended with %v; want %v", ta.Reason, runtime.ReasonDeadlinePassed)
-	}
-	if late := ta.EndedAt.Sub(deadline); late > 500*time.Millisecond {
-		t.Errorf("a's term ended %v after its local deadline (D4)", late)
-	}
-	to := o.WaitElected(2 * testConfig.LeaseDuration)
-	if !to.ElectedAt.After(deadline) {
-		t.Errorf("o elected at %v, before a's local deadline %v: two valid terms", to.ElectedAt, deadline)
-	}
-	t.Logf("cut at 0; a's term ended at %v (local deadline); o elected at %v (ZooKeeper expired a's session)",
-		ta.EndedAt.Sub(cutAt), to.ElectedAt.Sub(cutAt))
-
-	link.Heal()
-	s := a.WaitState(runtime.SessionLive, 2*testConfig.LeaseDuration)
-	if s.Session == oldSession {
-		t.Errorf("a's session after the cut healed is %s, the expired one; want a new session (S3)", s.Session)
-	}
-	a.NotElected(testConfig.RenewInterval)
-	if err := o.E.Stop(context.Background()); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	ta2 := a.WaitElected(2 * testConfig.RenewInterval)
-	if ta2.Term.Token() <= to.Term.Token() {
-		t.Errorf("a's new token %d; want > o's %d (T2)", ta2.Term.Token(), to.Term.Token())
-	}
-	enginetest.NoOverlap(t, a, o)
 }
 
 // Crash fail-over: a holder cut off right after a renewal loses its lease
@@ -256,75 +218,6 @@ func TestCutHolderFreedWithinLease(t *testing.T) {
 	}
 }
 
-// D1, D2, D4: replies that ZooKeeper sends promptly but that reach the
-// client late only shorten the deadline; beyond the renewal period they
-// time out, and the term ends with DeadlinePassed at the deadline it had,
-// never extended by a late reply; the other node is elected only after it.
-func TestDelayedReplies(t *testing.T) {
-	t.Parallel()
-	servers := sharedZK(t)
-	link := faultnet.New()
-	slow := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration), WithDialer(link.DialTimeout))
-	a := startNode(t, "a", slow, testConfig, "lease")
-	ta := a.WaitElected(10 * time.Second)
-	o := startNode(t, "o", sameRoot(t, slow, servers), testConfig, "lease")
-
-	const latency = 200 * time.Millisecond // well below the renewal period
-	link.DelayReplies(latency)
-	for end := time.Now().Add(3 * testConfig.RenewInterval); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if !ta.Term.Valid() {
-			t.Fatalf("a's term ended under a reply latency of %v (%v)", latency, ta.Term.Reason())
-		}
-	}
-	link.DelayReplies(0)
-	o.NotElected(0)
-
-	link.DelayRequests(2 * testConfig.RenewInterval) // beyond the renewal period
-	deadline := time.Now().Add(ta.Term.Remaining())
-	ta.WaitEnded(t, testConfig.LeaseDuration+time.Second)
-	if ta.Reason != runtime.ReasonDeadlinePassed {
-		t.Errorf("a's term ended with %v; want %v", ta.Reason, runtime.ReasonDeadlinePassed)
-	}
-	if late := ta.EndedAt.Sub(deadline); late > testConfig.RenewInterval+300*time.Millisecond {
-		t.Errorf("a's term ended %v after its deadline when requests slowed; want no extension by late replies (D4)", late)
-	}
-	to := o.WaitElected(3 * testConfig.LeaseDuration)
-	if !to.ElectedAt.After(ta.EndedAt) {
-		t.Errorf("o elected at %v, before a's term ended at %v", to.ElectedAt, ta.EndedAt)
-	}
-	link.DelayRequests(0)
-	enginetest.NoOverlap(t, a, o)
-}
-
-// S3, T4: ZooKeeper expires the leader's session behind its back (a second
-// connection with the session's id and password closes it). The term ends
-// with SessionExpired, before its deadline; a new session opens and wins
-// again with a greater token. The expired session's connection never opens
-// another ZooKeeper session.
-func TestSessionExpiredByServer(t *testing.T) {
-	t.Parallel()
-	servers := sharedZK(t)
-	b := newBackend(t, servers, WithMaxLease(testConfig.LeaseDuration))
-	a := startNode(t, "a", b, testConfig, "lease")
-	ta := a.WaitElected(10 * time.Second)
-	s := a.WaitState(runtime.SessionLive, time.Second)
-
-	expireSession(t, b, s.Session)
-	expired := time.Now()
-	ta.WaitEnded(t, testConfig.LeaseDuration)
-	t.Logf("a's term ended %v after ZooKeeper closed its session (%v)", ta.EndedAt.Sub(expired), ta.Reason)
-	if ta.Reason != runtime.ReasonSessionExpired {
-		t.Errorf("a's term ended with %v; want %v", ta.Reason, runtime.ReasonSessionExpired)
-	}
-	ta2 := a.WaitElected(3 * testConfig.RenewInterval)
-	if s2 := a.C.Snapshot(); s2.Session == s.Session {
-		t.Errorf("a's session after expiry is still %s; want a new one (S3)", s.Session)
-	}
-	if ta2.Term.Token() <= ta.Term.Token() {
-		t.Errorf("token after the new session %d; want > %d", ta2.Term.Token(), ta.Term.Token())
-	}
-}
-
 // S3: the same *zk.Conn would open a new ZooKeeper session after its own
 // expired, and a call queued meanwhile would run in it. A session whose
 // ZooKeeper session expired never gets another: its calls fail with
@@ -370,7 +263,8 @@ func TestParentDeletedBetweenTerms(t *testing.T) {
 	t.Parallel()
 	servers := sharedZK(t)
 	b := newBackend(t, servers)
-	a := startNode(t, "a", b, testConfig, "lease")
+	cl := newCluster(t, testConfig)
+	a := cl.Start("a", b, "lease")
 	t1 := a.WaitElected(10 * time.Second)
 	if err := a.E.Stop(context.Background()); err != nil {
 		t.Fatal(err)
@@ -381,9 +275,7 @@ func TestParentDeletedBetweenTerms(t *testing.T) {
 			t.Fatalf("deleting %s: %v", p, err)
 		}
 	}
-	e2, err := a.C.StartElection("lease", runtime.ListenerFuncs{OnElected: func(_ context.Context, term *runtime.Term) {
-		a.Track(term)
-	}})
+	e2, err := a.C.StartElection("lease", a.Listener())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +292,7 @@ func TestParentDeletedBetweenTerms(t *testing.T) {
 	if err := deleteRecursive(c, b.Root()); err != nil {
 		t.Fatalf("deleting %s: %v", b.Root(), err)
 	}
-	o := startNode(t, "o", sameRoot(t, b, servers), testConfig, "lease")
+	o := cl.Start("o", sameRoot(t, b, servers), "lease")
 	t3 := o.WaitElected(b.MaxLease() + 10*time.Second)
 	if t3.Term.Token() <= t2.Term.Token() {
 		t.Errorf("token after the root was deleted: %d; want > %d", t3.Term.Token(), t2.Term.Token())
@@ -430,7 +322,8 @@ func TestShortenedGrant(t *testing.T) {
 	}
 	s.Close(ctx)
 
-	a := startNode(t, "a", b, testConfig, "lease")
+	cl := newCluster(t, testConfig)
+	a := cl.Start("a", b, "lease")
 	ta := a.WaitElected(10 * time.Second)
 	time.Sleep(4 * testConfig.RenewInterval)
 	select {

@@ -4,8 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/internal/enginetest"
+	"github.com/simba-go/simba/internal/testkit/enginetest"
 	"github.com/simba-go/simba/runtime"
 )
 
@@ -13,15 +12,12 @@ import (
 // renewed every second.
 var testConfig = runtime.ConfigFor(3 * time.Second)
 
-// node is one runtime client contending for one lease, recording its terms
-// and the engine's events.
-type node = enginetest.Node
+// newCluster returns the nodes of a test, with cfg: every term they hold is
+// recorded, and checked when the test ends (no two valid at once, tokens
+// rising, callbacks paired).
+func newCluster(t *testing.T, cfg runtime.Config) *enginetest.Cluster {
+	return enginetest.NewCluster(t, cfg)
+}
 
 // termRecord is what a node saw of one term.
 type termRecord = enginetest.TermRecord
-
-// startNode starts a client on b with cfg and an election for lease.
-func startNode(t *testing.T, name string, b backends.Backend, cfg runtime.Config, lease string) *node {
-	t.Helper()
-	return enginetest.StartNode(t, name, b, cfg, lease)
-}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/enginetest"
+	"github.com/simba-go/simba/internal/testkit/enginetest"
 	"github.com/simba-go/simba/runtime"
 )
 

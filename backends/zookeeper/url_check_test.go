@@ -11,7 +11,7 @@ import (
 
 	"github.com/simba-go/simba/backends/backendurl"
 	simbazk "github.com/simba-go/simba/backends/zookeeper"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // §12: every part of a zk:// URL is checked before anything dials,

@@ -12,7 +12,7 @@ import (
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendurl"
 	simbazk "github.com/simba-go/simba/backends/zookeeper"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // A zk:// URL opens the ZooKeeper backend with its servers, root and

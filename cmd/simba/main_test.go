@@ -24,7 +24,7 @@ import (
 	"github.com/simba-go/simba/backends/memory"
 	simbaredis "github.com/simba-go/simba/backends/redis"
 	"github.com/simba-go/simba/internal/schedulerecord"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 	"github.com/simba-go/simba/runtime"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	simbaredis "github.com/simba-go/simba/backends/redis"
 	"github.com/simba-go/simba/examples/internal/cluster"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // The example runs to its end on each backend: the leader freezes (its calls

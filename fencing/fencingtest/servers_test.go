@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/fencing"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // The broken twins of the recipes in pgfence and redisfence: each reads the

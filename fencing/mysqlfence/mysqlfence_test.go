@@ -14,10 +14,10 @@ import (
 	"github.com/simba-go/simba/fencing"
 	"github.com/simba-go/simba/fencing/fencingtest"
 	"github.com/simba-go/simba/fencing/mysqlfence"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
-// db connects to the test database (internal/testservers) with or without
+// db connects to the test database (internal/testkit/testservers) with or without
 // clientFoundRows: skipped on a bare machine, failed under make test when
 // MariaDB is missing.
 func db(t testing.TB, foundRows bool) *sql.DB {

@@ -13,10 +13,10 @@ import (
 	"github.com/simba-go/simba/fencing"
 	"github.com/simba-go/simba/fencing/fencingtest"
 	"github.com/simba-go/simba/fencing/pgfence"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
-// pool connects to the test database (internal/testservers): skipped on a
+// pool connects to the test database (internal/testkit/testservers): skipped on a
 // bare machine, failed under make test when PostgreSQL is missing.
 func pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()

@@ -12,10 +12,10 @@ import (
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/fencing"
 	"github.com/simba-go/simba/fencing/fencingtest"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
-// client connects to the test server (internal/testservers): skipped on a
+// client connects to the test server (internal/testkit/testservers): skipped on a
 // bare machine, failed under make test when Redis is missing.
 func client(t testing.TB) *redis.Client {
 	t.Helper()

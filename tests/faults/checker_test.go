@@ -1,10 +1,13 @@
 package faults
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/simba-go/simba/internal/testkit/termcheck"
 )
 
 // term is one term as its process logged it.
@@ -29,7 +32,7 @@ func (t *term) validEnd() int64 {
 }
 
 // buildTerms groups a schedule's events into terms, by name, sorted by
-// begin.
+// begin (then token, so that the order is the same on every run).
 func buildTerms(events []event) map[string][]*term {
 	type key struct {
 		proc, name string
@@ -66,19 +69,11 @@ func buildTerms(events []event) map[string][]*term {
 		out[t.name] = append(out[t.name], t)
 	}
 	for _, ts := range out {
-		slices.SortFunc(ts, func(a, b *term) int { return cmp64(a.begin, b.begin) })
+		slices.SortFunc(ts, func(a, b *term) int {
+			return cmp.Or(cmp.Compare(a.begin, b.begin), cmp.Compare(a.token, b.token))
+		})
 	}
 	return out
-}
-
-func cmp64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // faultFigure is how one fault ended: the longest stretch with no holder of
@@ -95,7 +90,7 @@ type faultFigure struct {
 // report is the checker's verdict on one schedule.
 type report struct {
 	seed       int64
-	violations []string // overlaps, token order, stale writes: each a failure
+	violations []string // termcheck's violations, and liveness: each a failure
 	terms      int
 	writes     int // accepted fenced writes
 	refused    int // stale writes the fence refused
@@ -109,62 +104,32 @@ type report struct {
 	kept       string   // the directory of the nodes' logs, kept for a failure
 }
 
-// check verifies a schedule's events and fenced writes: validity intervals
-// of one name never overlap, tokens increase with the terms' order, and the
-// fence never accepted a write with a lower token than one it accepted
-// before; and it measures the gaps around each fault.
+// check verifies a schedule's events and fenced writes with package
+// termcheck: validity intervals of one name never overlap, tokens increase
+// with the terms' order, and the fence never accepted a write with a lower
+// token than one it accepted before, nor one with a token no node logged a
+// term for; and it measures the gaps around each fault.
 func check(p plan, events []event, fe *fence, faults []appliedFault, end int64) *report {
 	r := &report{seed: p.Seed}
 	terms := buildTerms(events)
+	var checked []termcheck.Term
+	var writes []termcheck.Write
 	for _, name := range p.Names {
-		ts := terms[name]
-		r.terms += len(ts)
-		// No overlap: each term begins after every earlier term's validity
-		// ended.
-		var prev *term
-		for _, t := range ts {
-			if prev != nil && t.begin < prev.validEnd() {
-				r.overlaps++
-				r.violations = append(r.violations, fmt.Sprintf("overlap on %s: %s token %d valid until %s, %s token %d began at %s (%v before)",
-					name, prev.proc, prev.token, stamp(prev.validEnd()), t.proc, t.token, stamp(t.begin),
-					time.Duration(prev.validEnd()-t.begin)))
-			}
-			if prev != nil && t.token <= prev.token {
-				r.violations = append(r.violations, fmt.Sprintf("token order on %s: %s token %d began after %s token %d",
-					name, t.proc, t.token, prev.proc, prev.token))
-			}
-			if prev == nil || t.validEnd() > prev.validEnd() {
-				prev = t
-			}
+		for _, t := range terms[name] {
+			checked = append(checked, termcheck.Term{Name: name, Node: t.proc, Token: t.token,
+				Start: time.Duration(t.begin), End: time.Duration(t.validEnd())})
 		}
-		// Fenced writes: never a lower token than one accepted before; each
-		// from a term some node logged; late ones (after a higher token's
-		// term began) counted.
 		ws, refused := fe.writes(name)
-		r.writes += len(ws)
 		r.refused += refused
-		known := map[int64]*term{}
-		for _, t := range ts {
-			known[t.token] = t
-		}
-		var highest int64
 		for _, w := range ws {
-			if w.Token < highest {
-				r.stale++
-				r.violations = append(r.violations, fmt.Sprintf("stale write accepted on %s: %s token %d seq %d after token %d",
-					name, w.Node, w.Token, w.Seq, highest))
-			}
-			highest = max(highest, w.Token)
-			if known[w.Token] == nil {
-				r.violations = append(r.violations, fmt.Sprintf("write on %s with token %d from %s: no term logged with it", name, w.Token, w.Node))
-			}
-			for _, t := range ts {
-				if t.token > w.Token && t.begin < w.Mono {
-					r.late++
-					break
-				}
-			}
+			writes = append(writes, termcheck.Write{Name: name, Node: w.Node, Token: w.Token, At: time.Duration(w.Mono), Accepted: true})
 		}
+	}
+	verdict := termcheck.Check(checked, writes, termcheck.Options{})
+	r.terms, r.writes, r.late = verdict.Terms, verdict.Writes, verdict.Late
+	r.overlaps, r.stale = verdict.Count(termcheck.Overlap), verdict.Count(termcheck.StaleWrite)
+	for _, v := range verdict.Violations {
+		r.violations = append(r.violations, v.String())
 	}
 	// Liveness: the holderless stretches of each name.
 	gaps := map[string][][2]int64{}
@@ -211,9 +176,6 @@ func holderless(ts []*term, end int64) [][2]int64 {
 	}
 	return out
 }
-
-// stamp formats a CLOCK_MONOTONIC reading in seconds.
-func stamp(ns int64) string { return fmt.Sprintf("%.6fs", float64(ns)/1e9) }
 
 // describe is the schedule's figures, for the verbose log.
 func (r *report) describe() string {

@@ -37,7 +37,7 @@ func TestCheckerFindsViolations(t *testing.T) {
 	}
 	fe.accepted["a"] = append(fe.accepted["a"], fencedWrite{Name: "a", Token: 1, Mono: ms(900)}, fencedWrite{Name: "a", Token: 7, Mono: ms(950)})
 	r := check(p, clean, fe, nil, ms(2000))
-	if r.stale != 1 || !strings.Contains(strings.Join(r.violations, "\n"), "no term logged") {
+	if r.stale != 1 || !strings.Contains(strings.Join(r.violations, "\n"), "no term had that token") {
 		t.Errorf("a stale write accepted, and a write of no term: %+v", r)
 	}
 }

@@ -16,7 +16,7 @@
 // reaches the server through a proxy of its own (toxiproxy, as a library, in
 // the test process), so that a fault can hit one node's connections alone.
 // Every schedule runs on a server the test started for itself
-// (internal/testservers: StartRedisServer, StartPostgres, StartZooKeeper,
+// (internal/testkit/testservers: StartRedisServer, StartPostgres, StartZooKeeper,
 // StartMariaDB; etcd is a member embedded in the test process, etcd_test.go),
 // one per lane of -faults.parallel lanes, so that a schedule may restart
 // its server without touching the shared servers or the other lanes.
@@ -61,7 +61,8 @@
 //
 // # The checks
 //
-// Per name, over every process of a schedule: the validity intervals do not
+// Per name, over every process of a schedule, by the repository's one term
+// checker (internal/testkit/termcheck): the validity intervals do not
 // overlap (each term begins after the validity of every earlier one ended);
 // tokens increase strictly with the terms' order; the fenced resource, a
 // fencing.Guard per name served by the test process on loopback HTTP, never

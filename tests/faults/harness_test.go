@@ -18,7 +18,7 @@ import (
 
 	"github.com/simba-go/simba/backends/backendtest"
 	"github.com/simba-go/simba/backends/backendurl"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // server is a backend server a test started for itself, so that a

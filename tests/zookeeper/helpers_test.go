@@ -22,7 +22,8 @@ import (
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/backendtest"
 	simbazk "github.com/simba-go/simba/backends/zookeeper"
-	"github.com/simba-go/simba/internal/testservers"
+	"github.com/simba-go/simba/internal/testkit/enginetest"
+	"github.com/simba-go/simba/internal/testkit/testservers"
 	"github.com/simba-go/simba/runtime"
 )
 
@@ -132,132 +133,24 @@ func waitGuard(t *testing.T, b *simbazk.Backend) {
 	backendtest.WaitGranting(t, b, 30*time.Second, 10*time.Second)
 }
 
-// node is a runtime client contending for one lease.
-type node struct {
-	t    *testing.T
-	name string
-	c    *runtime.Client
-	e    *runtime.Election
-
-	mu      sync.Mutex
-	terms   []*term
-	elected chan *term
-}
-
-type term struct {
-	node      string
-	t         *runtime.Term
-	electedAt time.Time
-	endedAt   time.Time
-	reason    runtime.Reason
-	ended     chan struct{}
-}
-
-func startNode(t *testing.T, name string, b backends.Backend, lease string) *node {
-	t.Helper()
-	n := &node{t: t, name: name, elected: make(chan *term, 16)}
-	c, err := runtime.NewClient(b, testConfig, runtime.WithIdentity(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.c = c
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.Close(ctx)
-	})
-	n.e, err = c.StartElection(lease, runtime.ListenerFuncs{OnElected: func(_ context.Context, rt *runtime.Term) {
-		rec := &term{node: name, t: rt, electedAt: time.Now(), ended: make(chan struct{})}
-		go func() {
-			<-rt.Done()
-			rec.endedAt, rec.reason = time.Now(), rt.Reason()
-			close(rec.ended)
-		}()
-		n.mu.Lock()
-		n.terms = append(n.terms, rec)
-		n.mu.Unlock()
-		n.elected <- rec
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-func (n *node) waitElected(within time.Duration) *term {
-	n.t.Helper()
-	select {
-	case rec := <-n.elected:
-		return rec
-	case <-time.After(within):
-		n.t.Fatalf("node %s not elected within %v (%+v)", n.name, within, n.c.Snapshot())
-		return nil
-	}
-}
-
-func (n *node) waitLive(within time.Duration) runtime.Snapshot {
-	n.t.Helper()
-	for end := time.Now().Add(within); ; time.Sleep(5 * time.Millisecond) {
-		if s := n.c.Snapshot(); s.State == runtime.SessionLive {
-			return s
-		}
-		if time.Now().After(end) {
-			n.t.Fatalf("node %s not live within %v (%+v)", n.name, within, n.c.Snapshot())
-		}
-	}
-}
-
-// ended reports whether the term has ended, and when.
-func (rec *term) endedBy() (time.Time, bool) {
-	select {
-	case <-rec.ended:
-		return rec.endedAt, true
-	default:
-		return time.Time{}, false
-	}
-}
-
-// noOverlap fails the test if two terms of the nodes were valid at once.
-func noOverlap(t *testing.T, nodes ...*node) {
-	t.Helper()
-	var all []*term
-	for _, n := range nodes {
-		n.mu.Lock()
-		all = append(all, n.terms...)
-		n.mu.Unlock()
-	}
-	for i, a := range all {
-		aEnd, ok := a.endedBy()
-		if !ok {
-			aEnd = time.Now()
-		}
-		for _, b := range all[i+1:] {
-			bEnd, ok := b.endedBy()
-			if !ok {
-				bEnd = time.Now()
-			}
-			if a.electedAt.Before(bEnd) && b.electedAt.Before(aEnd) {
-				t.Errorf("two valid terms: %s's (token %d) and %s's (token %d)", a.node, a.t.Token(), b.node, b.t.Token())
-			}
-		}
-	}
-}
+// newCluster returns the nodes of a test, with testConfig: every term they
+// hold is recorded, and checked when the test ends — never two valid terms
+// at once, tokens rising, callbacks paired (package termcheck).
+func newCluster(t *testing.T) *enginetest.Cluster { return enginetest.NewCluster(t, testConfig) }
 
 // onFollower starts a node on the ensemble whose session is on a
 // follower, starting it again (with a new client) until it is: go-zookeeper
 // picks a server at random.
-func onFollower(t *testing.T, e *ensemble, b backends.Backend, name, lease string) (*node, *testservers.ZooKeeperServer) {
+func onFollower(t *testing.T, e *ensemble, cl *enginetest.Cluster, b backends.Backend, name, lease string) (*enginetest.Node, *testservers.ZooKeeperServer) {
 	t.Helper()
 	for range 20 {
-		n := startNode(t, name, b, lease)
-		s := n.waitLive(10 * time.Second)
+		n := cl.Start(name, b, lease)
+		s := n.WaitState(runtime.SessionLive, 10*time.Second)
 		srv := e.ServerOf(string(s.Session))
 		if srv != nil && srv.Mode() == "follower" {
 			return n, srv
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		n.c.Close(ctx)
-		cancel()
+		n.Close()
 	}
 	t.Fatal("no node's session landed on a follower in 20 tries")
 	return nil, nil

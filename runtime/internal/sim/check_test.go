@@ -2,10 +2,10 @@ package sim
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/internal/testkit/termcheck"
 	"github.com/simba-go/simba/runtime/internal/engine"
 	"github.com/simba-go/simba/runtime/internal/vocab"
 )
@@ -20,7 +20,7 @@ type checker struct {
 	deadlines  map[genKey]time.Duration // each session's local deadline, in true time
 	kaSent     map[genKey]time.Duration // the last keep-alive (or open) sent per session
 	gone       map[contenderKey]bool    // contenders stopped or forgotten: no term may start for them (L3)
-	lastWrite  map[string]engine.Token  // the token of the last write each resource accepted
+	writes     []termcheck.Write        // the writes the resources accepted, in order
 	accepts    int
 	refused    int
 	faults     map[string]int
@@ -64,7 +64,7 @@ type termLog struct {
 
 func newChecker(w *world) *checker {
 	return &checker{w: w, terms: map[termKey]*termLog{}, deadlines: map[genKey]time.Duration{},
-		kaSent: map[genKey]time.Duration{}, gone: map[contenderKey]bool{}, lastWrite: map[string]engine.Token{},
+		kaSent: map[genKey]time.Duration{}, gone: map[contenderKey]bool{},
 		faults: map[string]int{}, firstAfter: map[string]time.Duration{}, sessions: map[backends.SessionID]genKey{}}
 }
 
@@ -159,8 +159,6 @@ func (c *checker) effect(n *node, e engine.Effect) {
 			return
 		}
 		switch {
-		case !t.elected:
-			c.violate("L1", "n%d: a revoked callback for %s#%d without an elected one", n.i, t.name, t.token)
 		case t.rejectKnown:
 			c.violate("L6", "n%d: a revoked callback for %s#%d after the core learned that its elected callback could not be dispatched", n.i, t.name, t.token)
 		case t.rejected:
@@ -169,9 +167,7 @@ func (c *checker) effect(n *node, e engine.Effect) {
 			// could not dispatch (the runtime's does), so it never runs.
 			return
 		}
-		if t.revokedCalls++; t.revokedCalls > 1 {
-			c.violate("L1", "n%d: %d revoked callbacks for %s#%d", n.i, t.revokedCalls, t.name, t.token)
-		}
+		t.revokedCalls++ // one without an elected one, or a second: termcheck's pairing (L1)
 	case engine.EffSend:
 		switch e.Req.Kind {
 		case engine.ReqOpen:
@@ -239,14 +235,11 @@ func (c *checker) validNow(node, life int, id engine.TermID) bool {
 	return c.w.now < c.deadlines[genKey{node, life, t.gen}]
 }
 
-// accepted records a write the resource accepted (F1, F2): tokens never
-// go down.
+// accepted records a write the resource accepted (F1, F2), which finish
+// checks: tokens never go down, and each is a term's.
 func (c *checker) accepted(name string, node int, token engine.Token) {
 	c.accepts++
-	if last := c.lastWrite[name]; token < last {
-		c.violate("F2", "resource %s accepted n%d's write with token %d after one with %d", name, node, token, last)
-	}
-	c.lastWrite[name] = max(c.lastWrite[name], token)
+	c.writes = append(c.writes, termcheck.Write{Name: name, Node: fmt.Sprintf("n%d", node), Token: int64(token), At: c.w.now, Accepted: true})
 }
 
 func (c *checker) paused(node int) {}
@@ -313,35 +306,24 @@ func (c *checker) finish() {
 			c.expired(ss.id, c.w.store.trueTime(ss.expires))
 		}
 	}
+	// The term invariant, by termcheck: no two terms of one name valid at
+	// once (D3), tokens strictly increasing in the order terms began (T2),
+	// each elected callback followed by exactly one revoked one once the
+	// node's life is over, unless it crashed (L1), and no write accepted
+	// below a token accepted before, or with a token no term had (F2, F1).
+	terms := make([]termcheck.Term, len(c.order))
+	for i, t := range c.order {
+		terms[i] = termcheck.Term{Name: t.name, Node: fmt.Sprintf("n%d", t.key.node), Token: int64(t.token),
+			Start: t.start, End: t.end, Listened: !t.rejected, Revoked: t.revokedCalls,
+			Settled: !c.w.nodes[t.key.node].crashedLife(t.key.life)}
+		if t.elected {
+			terms[i].Elected = 1
+		}
+	}
+	for _, v := range termcheck.Check(terms, c.writes, termcheck.Options{}).Violations {
+		c.violate(ruleOf[v.Kind], "%s", v)
+	}
 	for _, name := range c.w.p.names {
-		var terms []*termLog
-		for _, t := range c.order {
-			if t.name == name {
-				terms = append(terms, t)
-			}
-		}
-		// Tokens strictly increase in the order terms began (T2).
-		for i := 1; i < len(terms); i++ {
-			if terms[i].token <= terms[i-1].token {
-				c.violate("T2", "%s#%d (n%d) began after %s#%d (n%d)", name, terms[i].token, terms[i].key.node,
-					name, terms[i-1].token, terms[i-1].key.node)
-			}
-		}
-		// No two terms of one name valid at once (D3).
-		slices.SortStableFunc(terms, func(a, b *termLog) int { return int(a.start - b.start) })
-		var last *termLog
-		for _, t := range terms {
-			if t.end <= t.start {
-				continue
-			}
-			if last != nil && t.start < last.end {
-				c.violate("D3", "%s#%d (n%d) valid from %v while %s#%d (n%d) valid until %v", name, t.token, t.key.node,
-					t.start, name, last.token, last.key.node, last.end)
-			}
-			if last == nil || t.end > last.end {
-				last = t
-			}
-		}
 		// A holder soon after the faults ended.
 		first, ok := c.firstAfter[name]
 		if !ok {
@@ -353,13 +335,16 @@ func (c *checker) finish() {
 			c.violate("liveness", "%s had no holder for %v after the faults ended (bound %v)", name, gap, bound)
 		}
 	}
-	// Every elected callback is followed by exactly one revoked one (L1),
-	// once the clients have closed.
-	for _, t := range c.order {
-		if t.elected && !t.rejected && t.revokedCalls != 1 && !c.w.nodes[t.key.node].crashedLife(t.key.life) {
-			c.violate("L1", "%s#%d (n%d): %d revoked callbacks after the elected one", t.name, t.token, t.key.node, t.revokedCalls)
-		}
-	}
+}
+
+// ruleOf names the rule of docs/design.md a kind of termcheck violation
+// breaks.
+var ruleOf = map[termcheck.Kind]string{
+	termcheck.Overlap:      "D3",
+	termcheck.TokenOrder:   "T2",
+	termcheck.Pairing:      "L1",
+	termcheck.StaleWrite:   "F2",
+	termcheck.UnknownToken: "F1",
 }
 
 // crashedLife reports whether the node's core of that life crashed.

@@ -7,6 +7,9 @@
 // route does — only the client's side is steered, so the shared server is
 // never touched.
 //
+// A store without a network, the in-process memory store, is reached through
+// [Link.Backend] instead: the same faults, on one node's calls.
+//
 // For faults between processes (a node process and its server, the servers
 // of a ZooKeeper ensemble), tests use a TCP proxy instead, in the nested
 // tests module.

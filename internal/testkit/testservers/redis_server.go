@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -27,10 +28,11 @@ type RedisServer struct {
 	Addr string // the client address, 127.0.0.1:port
 	Dir  string // its directory: the append-only file and redis.log
 
-	t     testing.TB
-	args  []string   // options after the defaults
-	start sync.Mutex // held by Start until the server answers
-	proc  child
+	t       testing.TB
+	args    []string   // options after the defaults
+	start   sync.Mutex // held by Start until the server answers
+	proc    child
+	cluster bool // a one-node cluster: Start waits until its state is ok
 }
 
 // StartRedisServer starts a Redis server on a free loopback port and waits
@@ -74,6 +76,9 @@ func (s *RedisServer) Start() {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := c.Ping(ctx).Err()
+		if err == nil && s.cluster {
+			err = clusterOK(ctx, c)
+		}
 		cancel()
 		if err == nil {
 			return
@@ -115,4 +120,52 @@ func (s *RedisServer) Restart() {
 	s.t.Helper()
 	s.Kill()
 	s.Start()
+}
+
+// StartRedisCluster starts a Redis Cluster of one node on a free loopback
+// port, which serves every slot, and waits until the cluster's state is ok.
+// args are more redis-server options, as for [StartRedisServer]: by default
+// the node writes every command to its append-only file, so that a restart
+// keeps its data; "--appendonly", "no" makes one whose restart loses it. A
+// restart keeps the cluster's configuration (nodes.conf in Dir: the node's
+// id and its slots), so that the node serves every slot again once it
+// answers, with or without its data.
+func StartRedisCluster(t testing.TB, args ...string) *RedisServer {
+	t.Helper()
+	s := StartRedisServer(t, append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}, args...)...)
+	if s == nil {
+		return nil
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatalf("testservers: assigning every slot to the cluster node on %s: %v", s.Addr, err)
+	}
+	s.start.Lock()
+	s.cluster = true
+	s.start.Unlock()
+	for {
+		err := clusterOK(ctx, c)
+		if err == nil {
+			return s
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("testservers: the one-node cluster on %s: %v", s.Addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// clusterOK returns nil if the node says the cluster's state is ok.
+func clusterOK(ctx context.Context, c *redis.Client) error {
+	info, err := c.ClusterInfo(ctx).Result()
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(info, "cluster_state:ok") {
+		return fmt.Errorf("cluster_state is not ok")
+	}
+	return nil
 }
