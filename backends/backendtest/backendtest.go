@@ -62,6 +62,12 @@ type Harness struct {
 	// survive it.
 	NewDurable func(t *testing.T) (b backends.Backend, restart func())
 
+	// DurableTTL, if set, is the session time to live the durable restart
+	// asks for instead of TTL, for a store that takes longer than TTL to
+	// restart (ZooKeeper's JVM on a loaded machine takes seconds). The
+	// backend NewDurable returns must grant it.
+	DurableTTL time.Duration
+
 	// RestartEndsSessions says that a restart of the store, even one that
 	// keeps its data, ends every session and starts the amnesia guard
 	// (§15): Redis's guard cannot tell a restart that kept everything from

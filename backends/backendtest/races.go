@@ -314,6 +314,11 @@ func testDurableRestart(t *testing.T, h *Harness) {
 	if h.NewDurable == nil {
 		lacking(t, "Harness.NewDurable is nil")
 	}
+	if h.DurableTTL > 0 {
+		longer := *h
+		longer.TTL = h.DurableTTL
+		h = &longer
+	}
 	b, restart := h.NewDurable(t)
 	e := envOn(t, h, b)
 	a, _ := e.open()
