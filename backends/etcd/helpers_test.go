@@ -77,15 +77,35 @@ type server struct {
 	e            *embed.Etcd
 }
 
-// freeAddr returns a loopback address no one listens on.
+// handedOut holds every address freeAddr has returned in this process.
+// The kernel may give a port it just freed to the next listener, so two
+// calls in a row could otherwise return the same address (a cluster's
+// initial configuration then has a duplicate URL).
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
+
+// freeAddr returns a loopback address no one listens on and that no earlier
+// call in this process returned.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("listen: %v", err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if !handedOut.addrs[addr] {
+			handedOut.addrs[addr] = true
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no loopback port that was not handed out already, in 100 tries")
+	return ""
 }
 
 func unique(kind string) string {
