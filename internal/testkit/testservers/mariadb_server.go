@@ -86,7 +86,7 @@ func StartMariaDB(t testing.TB) *MariaDBServer {
 		s.proc.signal(syscall.SIGKILL)
 		os.RemoveAll(s.dir)
 	})
-	s.port = freePort(t)
+	s.port = FreePort(t)
 	s.install()
 	s.start()
 	s.exec("CREATE DATABASE IF NOT EXISTS test")

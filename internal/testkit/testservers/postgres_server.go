@@ -90,7 +90,7 @@ func StartPostgres(t testing.TB, opts ...string) *PostgresServer {
 		s.stop("immediate", false)
 		os.RemoveAll(s.dir)
 	})
-	s.port = freePort(t)
+	s.port = FreePort(t)
 	s.initdb()
 	s.start()
 	return s
@@ -131,16 +131,6 @@ func postgresBin() (string, error) {
 func version(dir string) int {
 	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
 	return n
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testservers: finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // DSN returns the URL of the server's database postgres, for the user
@@ -212,7 +202,7 @@ func (s *PostgresServer) start() {
 		if !strings.Contains(s.log(), "could not bind") && !strings.Contains(s.log(), "already in use") {
 			s.t.Fatalf("testservers: pg_ctl start: %v\n%s%s", err, out, s.log())
 		}
-		s.port = freePort(s.t)
+		s.port = FreePort(s.t)
 	}
 	s.t.Fatalf("testservers: pg_ctl start: %v\n%s", err, s.log())
 }

@@ -79,17 +79,6 @@ func zkAvailable(t testing.TB) {
 	t.Skipf("testservers: %s", what)
 }
 
-// FreePort returns a loopback port that nothing listens on now.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testservers: finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // StartZooKeeper starts a standalone ZooKeeper server with cfg on a free
 // loopback port and waits until it serves. It is killed when the test ends.
 // Without java and the zookeeper package the test is skipped, or fails where
