@@ -54,8 +54,8 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 			opt(&o)
 		}
 	}
-	if o.taskEndCooldown < 0 {
-		return nil, &ConfigError{Field: "WithTaskEndCooldown", Value: o.taskEndCooldown.String(), Want: ">= 0"}
+	if err := checkCooldown("WithTaskEndCooldown", o.taskEndCooldown); err != nil {
+		return nil, err
 	}
 	var st *started // none for an election without listener or task (see started)
 	if l != nil || o.task != nil {

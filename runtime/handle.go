@@ -24,10 +24,10 @@ type handle struct {
 func (h *handle) stop(ctx context.Context) error { return h.stopInput(ctx, false, 0) }
 
 // stepDown hands over what the handle holds and sits out for cooldown; it
-// refuses a negative cooldown and a handle already stopped.
+// refuses a cooldown outside [0, MaxDuration] and a handle already stopped.
 func (h *handle) stepDown(ctx context.Context, cooldown time.Duration) error {
-	if cooldown < 0 {
-		return &ConfigError{Field: "cooldown", Value: cooldown.String(), Want: ">= 0"}
+	if err := checkCooldown("cooldown", cooldown); err != nil {
+		return err
 	}
 	var stopped bool
 	h.d.query(func(m *engine.Machine) {

@@ -27,6 +27,8 @@ func validateSchedule(s Schedule, cfg Config, onceOK bool) error {
 		return &ConfigError{Field: "Schedule.Initial", Value: s.Initial.String(), Want: ">= 0"}
 	case s.Step < 0:
 		return &ConfigError{Field: "Schedule.Step", Value: s.Step.String(), Want: ">= 0"}
+	case s.Rate > vocab.MaxDuration || s.Delay > vocab.MaxDuration || s.Initial > vocab.MaxDuration:
+		return scheduleBound(s)
 	}
 	// A step that can never pass: after a renewal the term has at most the
 	// local validity of a full grant left, and at least RenewInterval less
