@@ -26,7 +26,8 @@ type Notifier interface {
 	//
 	// The returned function stops the watch; after it returns, fn is not
 	// called again. It may be called more than once, but not from fn (it
-	// waits for a call of fn in progress).
+	// waits for a call of fn in progress). A nil fn watches nothing: Watch
+	// returns a stop that does nothing.
 	Watch(name string, fn func()) (stop func())
 }
 

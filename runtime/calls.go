@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -196,10 +197,19 @@ func (d *driver) applyInlineLocked(name string, until time.Time, input func(now 
 // (applyInline), at most.
 const inlineEvents = 8
 
-// invoke makes the backend call of p, bounded by its deadline (D2).
+// invoke makes the backend call of p, bounded by its deadline (D2). A
+// backend that panics fails the call with a *PanicError: the call runs on
+// a goroutine of the client's, where a panic would end the process.
 func (d *driver) invoke(p pendingCall) (res engine.Result, opened backends.Session) {
 	ctx := &callCtx{deadline: p.deadline}
 	defer ctx.end()
+	defer func() {
+		if v := recover(); v != nil {
+			res = engine.Result{Err: fmt.Errorf("simba: %v: the backend (%T) panicked: %w", p.req.Kind, d.backend,
+				&PanicError{Value: v, Stack: debug.Stack()})}
+			opened = nil
+		}
+	}()
 	req, s := p.req, p.s
 	switch req.Kind {
 	case engine.ReqOpen:

@@ -79,8 +79,8 @@ func DefaultIdentity() string {
 // client on b: it opens a session in the background and keeps it alive. Use
 // [Client.Ready] to wait until the session is open.
 func NewClient(b backends.Backend, cfg Config, opts ...Option) (*Client, error) {
-	if b == nil {
-		return nil, errors.New("simba: NewClient: nil backend")
+	if isNil(b) {
+		return nil, fmt.Errorf("simba: NewClient: nil backend (%T): %w", b, ErrNilArgument)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -133,6 +133,9 @@ func (c *Client) Identity() string { return c.identity }
 // every term and lets the session's close release them all at once, rather
 // than one release each; each revoked callback still follows the release.
 func (c *Client) Close(ctx context.Context) error {
+	if err := checkContext("close", ctx); err != nil {
+		return err
+	}
 	if err := c.d.close(ctx); err != nil {
 		return fmt.Errorf("simba: close: %w", err)
 	}
@@ -142,6 +145,9 @@ func (c *Client) Close(ctx context.Context) error {
 // Ready waits until the client has a live session, and returns nil; or until
 // ctx ends, and returns an error that includes the backend's last error.
 func (c *Client) Ready(ctx context.Context) error {
+	if err := checkContext("ready", ctx); err != nil {
+		return err
+	}
 	last, err := c.d.awaitLive(ctx)
 	switch {
 	case err == nil:

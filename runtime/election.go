@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -108,7 +107,10 @@ func (e *Election) StepDown(ctx context.Context, cooldown time.Duration) error {
 // closed under it.
 func (c *Client) RunWhileLeader(ctx context.Context, name string, fn TaskFunc, opts ...ElectionOption) error {
 	if fn == nil {
-		return errors.New("simba: RunWhileLeader: nil function")
+		return fmt.Errorf("simba: RunWhileLeader: nil function: %w", ErrNilArgument)
+	}
+	if err := checkContext("RunWhileLeader", ctx); err != nil {
+		return err
 	}
 	e, err := c.StartElection(name, nil, append(opts, WithTask(fn))...)
 	if err != nil {

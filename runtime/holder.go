@@ -49,6 +49,9 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 	if err := backends.ValidateName(name); err != nil {
 		return Holder{}, fmt.Errorf("simba: holder: %w", err)
 	}
+	if err := checkContext("holder", ctx); err != nil {
+		return Holder{}, err
+	}
 	for {
 		s, id, period, live, err := c.d.session()
 		if err != nil {
@@ -91,6 +94,9 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 func (c *Client) WatchHolder(ctx context.Context, name string) (<-chan Holder, error) {
 	if err := backends.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("simba: watch holder: %w", err)
+	}
+	if err := checkContext("watch holder", ctx); err != nil {
+		return nil, err
 	}
 	ch := make(chan Holder, 1)
 	if err := c.d.watchHolder(name, func(w chan struct{}) {

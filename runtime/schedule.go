@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -50,7 +49,7 @@ func validateSchedule(s Schedule, cfg Config, onceOK bool) error {
 // does not implement backends.StoreClock.
 func (c *Client) StartSchedule(name string, s Schedule, fn TaskFunc) (*ScheduledTask, error) {
 	if fn == nil {
-		return nil, errors.New("simba: StartSchedule: nil function")
+		return nil, fmt.Errorf("simba: StartSchedule: nil function: %w", ErrNilArgument)
 	}
 	if err := backends.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("simba: start schedule: %w", err)
