@@ -172,14 +172,17 @@ func (d *driver) makeCalls(name string, until time.Time, calls []pendingCall) {
 // applyInline applies input with the calls of name handed to this caller,
 // and appends them to calls.
 func (d *driver) applyInline(name string, until time.Time, input func(now mono), calls []pendingCall) []pendingCall {
-	calls = d.applyInlineLocked(name, until, input, calls)
+	var buf [4]*serialQueue
+	calls, kicks := d.applyInlineLocked(name, until, input, calls, buf[:0])
+	kickCallbacks(kicks)
 	// The events the input caused, this caller delivers (see queueEvent):
 	// a few, before its calls go out; more go to a goroutine.
 	d.events.runHere(inlineEvents)
 	return calls
 }
 
-func (d *driver) applyInlineLocked(name string, until time.Time, input func(now mono), calls []pendingCall) []pendingCall {
+func (d *driver) applyInlineLocked(name string, until time.Time, input func(now mono), calls []pendingCall,
+	kicks []*serialQueue) ([]pendingCall, []*serialQueue) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	in := &d.inl
@@ -190,7 +193,7 @@ func (d *driver) applyInlineLocked(name string, until time.Time, input func(now 
 	calls = append(calls, in.calls...)
 	clear(in.calls)
 	in.active, in.name, in.calls = false, "", in.calls[:0]
-	return calls
+	return calls, d.takeKicks(kicks)
 }
 
 // inlineEvents is how many events an API caller delivers itself per input

@@ -54,6 +54,12 @@ func WithObserver(ob Observer) Option { return func(o *options) { o.observer = o
 // one election still run one at a time, in order (L2); if exec refuses
 // an elected callback, the term is given up without callbacks (L6); a
 // refused revoked callback runs on a goroutine of the client's (L1).
+//
+// A direct executor, func(f func()) error { f(); return nil }, runs each
+// callback on the client's goroutine that produced it, never under the
+// client's lock: its callbacks may call the client, and must return
+// quickly, since the client's other work on that goroutine (a renewal, a
+// timer) waits for them.
 func WithCallbackExecutor(exec func(f func()) error) Option {
 	return func(o *options) { o.exec = exec }
 }
