@@ -250,6 +250,9 @@ func (d *driver) invoke(p pendingCall) (res engine.Result, opened backends.Sessi
 
 // replied hands the core the reply to req. The caller holds d.mu.
 func (d *driver) replied(now mono, req engine.Request, res engine.Result, opened backends.Session) {
+	if req.Kind == engine.ReqAcquire {
+		d.noteGuard(now, req.Name, res.Err)
+	}
 	switch {
 	case opened != nil:
 		d.sessions[req.Gen] = opened
