@@ -69,6 +69,13 @@ type Inventory struct {
 
 	// Groups are the groups with members, sorted by name.
 	Groups []GroupInfo
+
+	// Recovering is set while the store's amnesia guard refuses every
+	// grant (§15), as an acquire would be refused then; nil when it grants,
+	// and where the backend cannot tell without writing (memory and Redis
+	// tell; a Redis namespace nobody has used since a restart starts its
+	// guard at the first call, which Inspect does not make).
+	Recovering *RecoveringError
 }
 
 // SessionInfo describes one live session in an [Inventory].

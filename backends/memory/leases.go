@@ -28,10 +28,8 @@ func (c *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 			g = backends.Grant{Token: l.token, Value: clone(s.values[name]), Digest: s.digest(rec)}
 			return nil
 		}
-		if now < s.guardUntil {
-			return fmt.Errorf("memory: acquire %q: %w", name, &backends.RecoveringError{
-				Remaining: time.Duration(s.guardUntil - now), Until: storeTime(s.guardUntil), MaxLease: s.maxLease,
-				Why: "the store restarted and lost its state (Faults.Restart)"})
+		if e := s.recovering(now); e != nil {
+			return fmt.Errorf("memory: acquire %q: %w", name, e)
 		}
 		tok := s.nextToken(now)
 		s.leases[name] = &leaseRec{holder: rec, token: tok}
