@@ -72,9 +72,10 @@ type Inventory struct {
 
 	// Recovering is set while the store's amnesia guard refuses every
 	// grant (§15), as an acquire would be refused then; nil when it grants,
-	// and where the backend cannot tell without writing (memory and Redis
-	// tell; a Redis namespace nobody has used since a restart starts its
-	// guard at the first call, which Inspect does not make).
+	// and where the backend cannot tell without writing. Memory, Redis and
+	// PostgreSQL (with the MaxLease the backend was opened with) tell; a
+	// Redis namespace nobody has used since a restart starts its guard at
+	// the first call, which Inspect does not make.
 	Recovering *RecoveringError
 }
 

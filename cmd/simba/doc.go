@@ -36,8 +36,9 @@
 //
 //	grants resume in 41.0s (at 10:22:41.970Z on the store's clock): the store is new or lost its state, …
 //
-// Memory and Redis report it; a Redis namespace nobody has called since a
-// restart starts its guard at the first call, which status does not make.
+// Memory, Redis and PostgreSQL (with the URL's simba_max_lease) report it;
+// a Redis namespace nobody has called since a restart starts its guard at
+// the first call, which status does not make.
 //
 // REMAINING is how long the holder's session has unless it is renewed, as
 // the store measured it ("-" where the store does not measure it, as on

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	neturl "net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/simba-go/simba/backends/backendurl"
 	"github.com/simba-go/simba/backends/memory"
@@ -88,4 +93,75 @@ func runStatus(t *testing.T, url string, args ...string) string {
 		t.Fatalf("simba status: exit %d: %s", code, errs.String())
 	}
 	return out.String()
+}
+
+// PostgreSQL: a schema just created in a new database guards its grants;
+// status reads the guard from the schema's meta row.
+func TestStatusShowsGuardPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real servers")
+	}
+	url := freshPostgresDatabase(t) + "&simba_max_lease=5s"
+	ctx := context.Background()
+	b, c, err := backendurl.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	client, err := runtime.NewClient(b, runtime.ConfigFor(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(ctx)
+	if err := client.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out := runStatus(t, url)
+	t.Logf("status:\n%s", out)
+	if !strings.Contains(out, "grants resume in ") || !strings.Contains(out, "the store is new or lost its state") {
+		t.Errorf("status during the guard:\n%s\nwant a line saying when grants resume", out)
+	}
+	time.Sleep(5 * time.Second) // the guard's end
+	if out := runStatus(t, url); strings.Contains(out, "grants resume") {
+		t.Errorf("status after the guard:\n%s", out)
+	}
+}
+
+// freshPostgresDatabase creates a database of its own on the test server,
+// dropped when the test ends, and returns its URL (with a query).
+func freshPostgresDatabase(t *testing.T) string {
+	t.Helper()
+	dsn := testservers.Postgres(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	name := fmt.Sprintf("simba_status_%d_%d", os.Getpid(), time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			t.Errorf("dropping %s: %v", name, err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("dropping %s: %v", name, err)
+		}
+	})
+	u, err := neturl.Parse(dsn)
+	if err != nil {
+		t.Fatalf("the test server's DSN %q is not a URL: %v", dsn, err)
+	}
+	u.Path = "/" + name
+	q := u.Query()
+	if q.Get("sslmode") == "" {
+		q.Set("sslmode", "disable")
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }
