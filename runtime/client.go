@@ -46,6 +46,7 @@ type options struct {
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithObserver sets a hook that receives the engine's events, for metrics.
+// A nil Observer, or an interface holding a nil pointer, is none.
 func WithObserver(ob Observer) Option { return func(o *options) { o.observer = ob } }
 
 // WithCallbackExecutor sets how listener callbacks get a goroutine: exec must
@@ -99,6 +100,9 @@ func NewClient(b backends.Backend, cfg Config, opts ...Option) (*Client, error) 
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
+	}
+	if isNil(o.observer) {
+		o.observer = nil // a typed nil, as a nil option, is none: each event would panic in it
 	}
 	if !o.identitySet {
 		o.identity = DefaultIdentity()

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,23 @@ import (
 // none outlives Close (synctest.Test fails on a goroutine left blocked in
 // its bubble, and goleak checks the whole package at exit).
 func TestMisuseNilArguments(t *testing.T) {
+	// A typed-nil observer is none: it would panic at every event.
+	var nilObserver *countingObserver
+	var logs syncBuffer
+	c, err := runtime.NewClient(memory.New(), cfg, runtime.WithObserver(nilObserver),
+		runtime.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))))
+	if err != nil {
+		t.Fatalf("NewClient with a typed-nil observer = %v; want it taken as none", err)
+	}
+	if _, err := c.Lock(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if out := logs.String(); out != "" {
+		t.Errorf("a client with a typed-nil observer logged:\n%s", out)
+	}
 	var nilStore *memory.Store
 	for _, b := range []backends.Backend{nil, nilStore} {
 		if c, err := runtime.NewClient(b, cfg); !errors.Is(err, runtime.ErrNilArgument) || c != nil ||
@@ -236,3 +254,7 @@ func TestBackendPanicIsAnError(t *testing.T) {
 		closeClient(t, c)
 	})
 }
+
+type countingObserver struct{ n int }
+
+func (o *countingObserver) Observe(runtime.Event) { o.n++ }
