@@ -31,6 +31,23 @@ type Notifier interface {
 	Watch(name string, fn func()) (stop func())
 }
 
+// HolderNotifier is implemented by sessions whose store tells each change
+// of a lease's holder as it happens (the memory store), so that a watcher
+// (the runtime's WatchHolder) sees every holder, short holds included, in
+// order; a [Notifier] only hints that a lease may have become free, and
+// the watcher then reads the holder, missing holds shorter than a read.
+type HolderNotifier interface {
+	// WatchHolder calls fn with each change of the holder of name, in the
+	// order the store made them: after a grant, the new holder (Session,
+	// Identity, Token and Remaining); after a release, or the end of the
+	// holder's session, a Holder with no Session and the Token of the term
+	// that ended. Changes made before WatchHolder returned may or may not
+	// be told. fn must return quickly and must not call the session; calls
+	// of one watch never overlap. The returned function stops the watch;
+	// after it returns, fn is not called again. A nil fn watches nothing.
+	WatchHolder(name string, fn func(Holder)) (stop func())
+}
+
 // StoreClock is implemented by backends whose store has a clock that all
 // nodes share (PostgreSQL's now(), Redis's TIME, ZooKeeper's mtime, the memory
 // store's clock). Schedules number their slots on this clock, never on a

@@ -32,7 +32,9 @@ func (c *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 			return fmt.Errorf("memory: acquire %q: %w", name, e)
 		}
 		tok := s.nextToken(now)
-		s.leases[name] = &leaseRec{holder: rec, token: tok}
+		l := &leaseRec{holder: rec, token: tok}
+		s.leases[name] = l
+		s.holderChanged(name, l.describe(now))
 		rec.owned[name] = tok
 		rec.version++
 		s.touchPartition(name)
@@ -113,6 +115,9 @@ func clone(b []byte) []byte {
 // other than its holder, from. The caller updates the holder's owned set.
 // Called with mu held.
 func (s *Store) dropLease(from backends.SessionID, name string) {
+	if l := s.leases[name]; l != nil {
+		s.holderChanged(name, backends.Holder{Token: l.token})
+	}
 	delete(s.leases, name)
 	s.touchPartition(name)
 	s.pending = append(s.pending, release{from, name})
