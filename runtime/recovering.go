@@ -39,6 +39,9 @@ func (d *driver) noteGuard(now mono, name string, err error) {
 		d.recovering.until = 0
 		return
 	}
+	if !errors.Is(err, backends.ErrRecovering) {
+		return // errors.Is first: a refusal "held" is common, and As allocates its target
+	}
 	var re *backends.RecoveringError
 	if !errors.As(err, &re) {
 		return
