@@ -89,8 +89,9 @@ type Inventory struct {
 
 	// Recovering is set while the store's amnesia guard refuses every
 	// grant (§15), as an acquire would be refused then; nil when it grants,
-	// and where the backend cannot tell without writing. Memory, Redis and
-	// PostgreSQL (with the MaxLease the backend was opened with) tell; a
+	// and where the backend cannot tell without writing. Memory, Redis,
+	// PostgreSQL (with the MaxLease the backend was opened with) and
+	// ZooKeeper (measured on this host's clock when read-only) tell; a
 	// Redis namespace nobody has used since a restart starts its guard at
 	// the first call, which Inspect does not make.
 	Recovering *RecoveringError
