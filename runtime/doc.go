@@ -63,7 +63,10 @@
 // [Client.Lock] and [Client.TryLock] acquire a name once; [Client.Unlock]
 // releases it. Lock is a cluster-wide mutex that also serialises the
 // goroutines of one client: Locks of one name on one client take turns, first
-// come, first served, each turn a term of its own.
+// come, first served, each turn a term of its own. [Client.Semaphore] lets
+// at most n holders work at once: each of its n permits is a lease of its
+// own, so a permit is a term with its own token and deadline, acquired and
+// released as a lock is.
 //
 // Stop, StepDown and Close called from inside a callback or task, with the
 // context the engine passed to it, do not wait for themselves: they queue the

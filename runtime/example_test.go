@@ -93,6 +93,36 @@ func ExampleClient_Lock() {
 	// b after unlock: <nil> higher token: true
 }
 
+// A semaphore of 2: at most two holders at once across the cluster, each
+// permit a term of its own with its own fencing token.
+func ExampleClient_Semaphore() {
+	store := memory.New()
+	a, _ := runtime.NewClient(store, runtime.Config{})
+	b, _ := runtime.NewClient(store, runtime.Config{})
+	defer a.Close(context.Background())
+	defer b.Close(context.Background())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sa, _ := a.Semaphore("encoders", 2)
+	sb, _ := b.Semaphore("encoders", 2)
+	p1, _ := sa.Acquire(ctx)
+	p2, _ := sb.Acquire(ctx)
+	fmt.Println("two permits:", p1.Name() != p2.Name())
+	_, err := sb.TryAcquire(ctx)
+	fmt.Println("a third:", errors.Is(err, runtime.ErrLeaseHeld))
+
+	if err := sa.Release(ctx, p1); err != nil {
+		panic(err)
+	}
+	p3, err := sb.Acquire(ctx)
+	fmt.Println("after a release:", err, p3.Name() == p1.Name(), p3.Token() > p1.Token())
+	// Output:
+	// two permits: true
+	// a third: true
+	// after a release: <nil> true true
+}
+
 // EnsureValid before every step: a step that would outlive the term does not
 // start, and every write carries the term's token for the resource to check.
 func ExampleTerm_EnsureValid() {

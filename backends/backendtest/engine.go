@@ -102,6 +102,7 @@ var engineCases = []struct {
 	{"CutOff", testCutOff},
 	{"SlowPath", testSlowPath},
 	{"ExpiredBehindBack", testExpiredBehindBack},
+	{"Semaphore", testSemaphore},
 }
 
 // config is the clients' configuration.
