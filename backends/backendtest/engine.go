@@ -103,6 +103,7 @@ var engineCases = []struct {
 	{"SlowPath", testSlowPath},
 	{"ExpiredBehindBack", testExpiredBehindBack},
 	{"Semaphore", testSemaphore},
+	{"HandOver", testHandOver},
 }
 
 // config is the clients' configuration.
