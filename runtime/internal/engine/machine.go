@@ -49,6 +49,7 @@ type Machine struct {
 	timers  timerHeap
 	waiting []*term // terms whose runs or task wait for a renewal or the store's clock
 	closing *closeOp
+	lost    []*lostSession // sessions given up, still to be closed on the store (lost.go)
 
 	effects []Effect
 	out     []Effect // the batch Ready last returned, reused
@@ -65,6 +66,7 @@ type pendingReq struct {
 	w         Waiter     // ReqPutValue
 	handOver  bool       // ReqPutValue: a hand-over's record (handover.go)
 	done      bool       // ReqPutValue: the successor's record over it
+	lost      *lostSession // ReqClose of a session given up
 }
 
 // New returns a machine with configuration cfg, whose only randomness (the
@@ -210,6 +212,7 @@ func (m *Machine) advance(now Mono) {
 		m.sessionLost(vocab.ReasonDeadlinePassed)
 	}
 	m.fireTimers()
+	m.closeLost()
 	if s := m.sess; s != nil && s.kaReq == 0 && s.renewAt > 0 && m.now >= s.renewAt {
 		s.kaReq = m.send(Request{Kind: ReqKeepAlive, Gen: s.gen, Timeout: s.period}, &pendingReq{})
 	}
@@ -275,7 +278,11 @@ func (m *Machine) reply(id RequestID, res Result) {
 	case ReqJoin, ReqLeave, ReqMembers:
 		m.groupDone(p, res)
 	case ReqClose:
-		m.closeDone(p, res)
+		if p.lost != nil {
+			m.lostCloseDone(p.lost, res)
+		} else {
+			m.closeDone(p, res)
+		}
 	}
 }
 
