@@ -58,14 +58,14 @@ type Machine struct {
 type pendingReq struct {
 	req       Request
 	sentAt    Mono
-	c         *contender // ReqAcquire, ReqRelease
-	t         *term      // ReqRelease, ReqPutValue
-	abandoned bool       // ReqAcquire whose election no longer wants it (A3)
-	seq       uint64     // ReqOwned: adoptSeq when sent
-	g         *group     // ReqJoin, ReqLeave, ReqMembers
-	w         Waiter     // ReqPutValue
-	handOver  bool       // ReqPutValue: a hand-over's record (handover.go)
-	done      bool       // ReqPutValue: the successor's record over it
+	c         *contender   // ReqAcquire, ReqRelease
+	t         *term        // ReqRelease, ReqPutValue
+	abandoned bool         // ReqAcquire whose election no longer wants it (A3)
+	seq       uint64       // ReqOwned: adoptSeq when sent
+	g         *group       // ReqJoin, ReqLeave, ReqMembers
+	w         Waiter       // ReqPutValue
+	handOver  bool         // ReqPutValue: a hand-over's record (handover.go)
+	done      bool         // ReqPutValue: the successor's record over it
 	lost      *lostSession // ReqClose of a session given up
 }
 
