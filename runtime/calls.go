@@ -261,8 +261,10 @@ func (d *driver) replied(now mono, req engine.Request, res engine.Result, opened
 			stop()
 		}
 		delete(d.watches, req.Gen)
-		delete(d.sessions, req.Gen)
-		delete(d.deadlines, req.Gen)
+		if res.Err == nil || !req.Again { // else the core may close it again (engine/lost.go)
+			delete(d.sessions, req.Gen)
+			delete(d.deadlines, req.Gen)
+		}
 	}
 	d.m.StepReply(now, &engine.Reply{ID: req.ID, Result: res})
 }

@@ -48,6 +48,14 @@ var (
 	// a nil pointer). The error that wraps it names the call and the
 	// argument; the call does nothing else.
 	ErrNilArgument = errors.New("nil argument")
+
+	// ErrNotLeading reports a hand-over asked of an election that holds no
+	// term ([Election.HandOver]).
+	ErrNotLeading = engine.ErrNotLeading
+
+	// ErrNotCandidate reports a hand-over to a node that does not contend
+	// for the name with [AcceptHandOver]; nothing changed.
+	ErrNotCandidate = errors.New("not a candidate that accepts a hand-over")
 )
 
 // TermExpiredError is returned by [Term.EnsureValid]. It matches

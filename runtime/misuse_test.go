@@ -99,6 +99,14 @@ func TestMisuseNilArguments(t *testing.T) {
 		check("StartSchedule(nil fn)", err, "nil function")
 		_, err = c.StartGroup("other", 2, runtime.Schedule{}, nil)
 		check("StartGroup(nil fn)", err, "nil function")
+		sem, err := c.Semaphore("pool", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = sem.Acquire(nilCtx)
+		check("Semaphore.Acquire(nil ctx)", err, "nil context")
+		check("Semaphore.Release(nil term)", sem.Release(context.Background(), nil), "nil term")
+		check("Election.HandOver(nil ctx)", e.HandOver(nilCtx, "node-2"), `hand over "election": nil context`)
 		check("Close(nil ctx)", c.Close(nilCtx), "close: nil context")
 
 		// None of them changed anything: the lock is still held, the

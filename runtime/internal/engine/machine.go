@@ -49,6 +49,7 @@ type Machine struct {
 	timers  timerHeap
 	waiting []*term // terms whose runs or task wait for a renewal or the store's clock
 	closing *closeOp
+	lost    []*lostSession // sessions given up, still to be closed on the store (lost.go)
 
 	effects []Effect
 	out     []Effect // the batch Ready last returned, reused
@@ -57,12 +58,15 @@ type Machine struct {
 type pendingReq struct {
 	req       Request
 	sentAt    Mono
-	c         *contender // ReqAcquire, ReqRelease
-	t         *term      // ReqRelease, ReqPutValue
-	abandoned bool       // ReqAcquire whose election no longer wants it (A3)
-	seq       uint64     // ReqOwned: adoptSeq when sent
-	g         *group     // ReqJoin, ReqLeave, ReqMembers
-	w         Waiter     // ReqPutValue
+	c         *contender   // ReqAcquire, ReqRelease
+	t         *term        // ReqRelease, ReqPutValue
+	abandoned bool         // ReqAcquire whose election no longer wants it (A3)
+	seq       uint64       // ReqOwned: adoptSeq when sent
+	g         *group       // ReqJoin, ReqLeave, ReqMembers
+	w         Waiter       // ReqPutValue
+	handOver  bool         // ReqPutValue: a hand-over's record (handover.go)
+	done      bool         // ReqPutValue: the successor's record over it
+	lost      *lostSession // ReqClose of a session given up
 }
 
 // New returns a machine with configuration cfg, whose only randomness (the
@@ -99,6 +103,8 @@ func (m *Machine) Step(now Mono, in Input) error {
 		return m.start(in)
 	case StartGroup:
 		return m.startGroup(in)
+	case HandOver:
+		m.handOver(m.byID[in.ID], in.To, in.Waiter)
 	case Stop:
 		if c := m.byID[in.ID]; c != nil {
 			m.stop(c, in.StepDown, in.Cooldown, in.Waiter)
@@ -206,6 +212,7 @@ func (m *Machine) advance(now Mono) {
 		m.sessionLost(vocab.ReasonDeadlinePassed)
 	}
 	m.fireTimers()
+	m.closeLost()
 	if s := m.sess; s != nil && s.kaReq == 0 && s.renewAt > 0 && m.now >= s.renewAt {
 		s.kaReq = m.send(Request{Kind: ReqKeepAlive, Gen: s.gen, Timeout: s.period}, &pendingReq{})
 	}
@@ -261,13 +268,21 @@ func (m *Machine) reply(id RequestID, res Result) {
 	case ReqRelease:
 		m.releaseDone(p, res)
 	case ReqPutValue:
-		m.putValueDone(p, res)
+		if p.handOver {
+			m.handOverWritten(p, res)
+		} else {
+			m.putValueDone(p, res)
+		}
 	case ReqStoreTime:
 		m.storeTimeDone(p, res)
 	case ReqJoin, ReqLeave, ReqMembers:
 		m.groupDone(p, res)
 	case ReqClose:
-		m.closeDone(p, res)
+		if p.lost != nil {
+			m.lostCloseDone(p.lost, res)
+		} else {
+			m.closeDone(p, res)
+		}
 	}
 }
 
