@@ -90,8 +90,8 @@ type Inventory struct {
 	// Recovering is set while the store's amnesia guard refuses every
 	// grant (§15), as an acquire would be refused then; nil when it grants,
 	// and where the backend cannot tell without writing. Memory, Redis,
-	// PostgreSQL (with the MaxLease the backend was opened with) and
-	// ZooKeeper (measured on this host's clock when read-only) tell; a
+	// PostgreSQL (with the MaxLease the backend was opened with), ZooKeeper
+	// (measured on this host's clock when read-only) and etcd tell; a
 	// Redis namespace nobody has used since a restart starts its guard at
 	// the first call, which Inspect does not make.
 	Recovering *RecoveringError

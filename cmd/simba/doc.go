@@ -36,8 +36,8 @@
 //
 //	grants resume in 41.0s (at 10:22:41.970Z on the store's clock): the store is new or lost its state, …
 //
-// Memory, Redis, PostgreSQL (with the URL's simba_max_lease) and ZooKeeper
-// (on this host's clock) report it;
+// Memory, Redis, PostgreSQL (with the URL's simba_max_lease), ZooKeeper
+// (on this host's clock) and etcd report it;
 // a Redis namespace nobody has called since a restart starts its guard at
 // the first call, which status does not make.
 //
