@@ -22,6 +22,7 @@ import (
 type guard struct {
 	until  mono // when grants resume, on the client's clock; 0 if never met
 	logged mono // the end of the guard period last reported
+	known  bool // the store said how long (a *RecoveringError); else until is a renewal interval past the last refusal
 	err    *backends.RecoveringError
 	full   error // the refusal as the backend wrapped it
 }
@@ -42,13 +43,22 @@ func (d *driver) noteGuard(now mono, name string, err error) {
 	if !errors.Is(err, backends.ErrRecovering) {
 		return // errors.Is first: a refusal "held" is common, and As allocates its target
 	}
-	var re *backends.RecoveringError
-	if !errors.As(err, &re) {
-		return
-	}
 	g := &d.recovering
-	g.until, g.err, g.full = now+re.Remaining, re, err
-	if g.until-g.logged < guardReportSlack {
+	ongoing := g.err != nil && g.until > now
+	var re *backends.RecoveringError
+	g.known = errors.As(err, &re)
+	if g.known {
+		g.until = now + re.Remaining
+	} else {
+		// A store that does not say how long (an error that only wraps
+		// ErrRecovering): the guard stands until a grant, or until a
+		// renewal interval passes without a refusal — candidates try
+		// every half interval.
+		re = &backends.RecoveringError{}
+		g.until = now + d.cfg.RenewInterval
+	}
+	g.err, g.full = re, err
+	if g.known && g.until-g.logged < guardReportSlack || !g.known && ongoing {
 		return
 	}
 	g.logged = g.until
@@ -62,12 +72,20 @@ func (d *driver) recoveringStatus(now mono) *Recovering {
 	if g.err == nil || g.until <= now {
 		return nil
 	}
+	if !g.known {
+		return &Recovering{Err: g.full} // until when, the store did not say
+	}
 	return &Recovering{Until: d.epoch.Add(g.until), Remaining: g.until - now, MaxLease: g.err.MaxLease,
 		Why: g.err.Why, Err: g.full}
 }
 
 // recoveringMessage is the log message of EventStoreRecovering.
 func recoveringMessage(remaining time.Duration) string {
+	if remaining <= 0 {
+		return "simba: no lease is granted for now: the store is new or lost its state, and waits out the " +
+			"longest lease it grants (its amnesia guard, docs/design.md §15; the error says more); the backend's " +
+			"simba_max_lease shortens the wait"
+	}
 	return fmt.Sprintf("simba: no lease is granted for %v: the store is new or lost its state, and waits out "+
 		"the longest lease it grants (its amnesia guard, docs/design.md §15); the backend's simba_max_lease "+
 		"shortens the wait", remaining.Round(time.Millisecond))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -114,6 +115,64 @@ func TestStoreRecoveringLock(t *testing.T) {
 		}
 		if r := c.Snapshot().Recovering; r == nil || r.Remaining <= 0 {
 			t.Errorf("Snapshot.Recovering = %+v after a refused TryLock; want the guard", r)
+		}
+	})
+}
+
+// refusing is a store whose acquires are refused with an error that only
+// wraps backends.ErrRecovering, without saying how long, until a time (as
+// a backend without a *RecoveringError does).
+type refusing struct {
+	backends.Backend
+	until time.Time
+}
+
+type refusingSession struct {
+	backends.Session
+	until time.Time
+}
+
+func (r refusing) OpenSession(ctx context.Context, o backends.SessionOptions) (backends.Session, backends.Renewal, error) {
+	s, rn, err := r.Backend.OpenSession(ctx, o)
+	if err != nil {
+		return nil, rn, err
+	}
+	return refusingSession{s, r.until}, rn, nil
+}
+
+func (s refusingSession) Acquire(ctx context.Context, name string) (backends.Grant, error) {
+	if time.Now().Before(s.until) {
+		return backends.Grant{}, fmt.Errorf("store: acquire %q: no grants for a while: %w (%w)", name, backends.ErrRecovering, backends.ErrLeaseHeld)
+	}
+	return s.Session.Acquire(ctx, name)
+}
+
+// A store that refuses grants while it recovers without saying until when
+// still shows: one warning, and Snapshot.Recovering without an end, until a
+// grant.
+func TestStoreRecoveringUnknownEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs syncBuffer
+		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		c := newClient(t, refusing{memory.New(), time.Now().Add(20 * time.Second)}, runtime.WithLogger(logger))
+		defer closeClient(t, c)
+		e, err := c.StartElection("report", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		r := c.Snapshot().Recovering
+		if r == nil || !r.Until.IsZero() || r.Remaining != 0 || !errors.Is(r.Err, backends.ErrRecovering) {
+			t.Errorf("Snapshot.Recovering = %+v; want the refusal, without an end", r)
+		}
+		time.Sleep(15 * time.Second)
+		synctest.Wait()
+		if e.Term() == nil || c.Snapshot().Recovering != nil {
+			t.Errorf("after the refusals: term %v, recovering %+v; want a term and none", e.Term(), c.Snapshot().Recovering)
+		}
+		if n := strings.Count(logs.String(), `msg="simba: no lease is granted for now`); n != 1 {
+			t.Errorf("warned %d times:\n%s\nwant once", n, logs.String())
 		}
 	})
 }

@@ -262,8 +262,9 @@ type Snapshot = vocab.Snapshot
 // it could have granted, which an old holder may still believe it holds;
 // the backend's simba_max_lease shortens the wait. Its fields:
 //
-//	Until     time.Time      when grants resume, on the local clock
-//	Remaining time.Duration  time left until Until
+//	Until     time.Time      when grants resume, on the local clock; zero if the store did
+//	                         not say (its error only wraps backends.ErrRecovering)
+//	Remaining time.Duration  time left until Until; 0 if the store did not say
 //	MaxLease  time.Duration  the guard's length, the store's longest lease; 0 if unknown
 //	Why       string         what the store may have lost, in the backend's words
 //	Err       error          the refusal, matching backends.ErrRecovering

@@ -82,7 +82,7 @@
 //	    "last_error": "…"                   the last failed group call; omitted otherwise
 //	  }],
 //	  "recovering": {                       omitted unless the store refuses grants (amnesia guard)
-//	    "until": "…",                       when grants resume
+//	    "until": "…",                       when grants resume; omitted if the store does not say
 //	    "remaining_ms": 41000,              until then
 //	    "max_lease_ms": 60000,              the guard's length, the store's longest lease
 //	    "why": "…",                         what the store may have lost, in the backend's words

@@ -101,6 +101,11 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // grants waits and until when: "no lease is granted until
 // 12:00:41.123Z (in 41s): the store is new or lost its state …".
 func RecoveringText(r *runtime.Recovering) string {
+	if r.Until.IsZero() {
+		return "no lease is granted for now (the store does not say until when): the store is new or lost its " +
+			"state, and waits out the longest lease it grants, which an old holder may still believe it holds; " +
+			"the backend's simba_max_lease shortens the wait; see docs/design.md §15"
+	}
 	guard := ""
 	if r.MaxLease > 0 {
 		guard = " (" + r.MaxLease.String() + ")"

@@ -34,11 +34,11 @@ type Status struct {
 // Recovering is the store's amnesia guard as the client met it, in a
 // [Status].
 type Recovering struct {
-	Until       time.Time `json:"until"`        // when grants resume
-	RemainingMS int64     `json:"remaining_ms"` // until then
-	MaxLeaseMS  int64     `json:"max_lease_ms"` // the guard's length, the store's longest lease; 0 if unknown
-	Why         string    `json:"why"`          // what the store may have lost
-	Message     string    `json:"message"`      // why the client waits and until when, in one line
+	Until       time.Time `json:"until,omitzero"` // when grants resume; omitted if the store does not say
+	RemainingMS int64     `json:"remaining_ms"`   // until then
+	MaxLeaseMS  int64     `json:"max_lease_ms"`   // the guard's length, the store's longest lease; 0 if unknown
+	Why         string    `json:"why"`            // what the store may have lost
+	Message     string    `json:"message"`        // why the client waits and until when, in one line
 }
 
 // Session is the client's session in a [Status].

@@ -30,8 +30,8 @@ type Snapshot struct {
 // state, and waits out the longest lease it could have granted, which an
 // old holder may still believe it holds.
 type Recovering struct {
-	Until     time.Time     // when grants resume, on the local clock
-	Remaining time.Duration // time left until Until
+	Until     time.Time     // when grants resume, on the local clock; zero if the store did not say
+	Remaining time.Duration // time left until Until; 0 if the store did not say
 	MaxLease  time.Duration // the guard's length: the longest lease the store grants (its simba_max_lease), 0 if unknown
 	Why       string        // what the store may have lost, in the backend's words
 	Err       error         // the refusal, a *backends.RecoveringError wrapped by the backend
