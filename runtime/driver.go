@@ -62,6 +62,7 @@ type registry struct {
 	groupFns   map[engine.GroupID]PartitionFunc
 	waiters    map[engine.Waiter]chan waitResult
 	lockers    map[string]*locker // names whose Lock caller waits and makes the name's acquires (see locker)
+	successors map[engine.ContenderID]*handle // an election accepting a hand-over → its successor lease's (handover.go)
 	lastID     uint64             // the last contender, group or waiter id handed out
 	sentAt     mono               // the time of the input being applied: when its requests are sent
 	inl        inline             // the API caller being applied, if it makes its own calls
@@ -144,6 +145,7 @@ func newRegistry() registry {
 		groupFns:   make(map[engine.GroupID]PartitionFunc),
 		waiters:    make(map[engine.Waiter]chan waitResult),
 		lockers:    make(map[string]*locker),
+		successors: make(map[engine.ContenderID]*handle),
 		freeWaits:  make([]chan waitResult, 0, 4),
 	}
 }
