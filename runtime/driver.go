@@ -61,14 +61,14 @@ type registry struct {
 	contenders map[engine.ContenderID]*started // elections, locks and schedules started
 	groupFns   map[engine.GroupID]PartitionFunc
 	waiters    map[engine.Waiter]chan waitResult
-	lockers    map[string]*locker // names whose Lock caller waits and makes the name's acquires (see locker)
+	lockers    map[string]*locker             // names whose Lock caller waits and makes the name's acquires (see locker)
 	successors map[engine.ContenderID]*handle // an election accepting a hand-over → its successor lease's (handover.go)
-	lastID     uint64             // the last contender, group or waiter id handed out
-	sentAt     mono               // the time of the input being applied: when its requests are sent
-	inl        inline             // the API caller being applied, if it makes its own calls
-	freeWaits  []chan waitResult  // waiters' channels received from, for reuse
-	leaseCalls int                // lease calls on goroutines of their own (see maxLeaseCalls)
-	queued     []pendingCall      // lease calls waiting for one of those goroutines, oldest first
+	lastID     uint64                         // the last contender, group or waiter id handed out
+	sentAt     mono                           // the time of the input being applied: when its requests are sent
+	inl        inline                         // the API caller being applied, if it makes its own calls
+	freeWaits  []chan waitResult              // waiters' channels received from, for reuse
+	leaseCalls int                            // lease calls on goroutines of their own (see maxLeaseCalls)
+	queued     []pendingCall                  // lease calls waiting for one of those goroutines, oldest first
 }
 
 // started is the driver's half of an election, lock or schedule: what the
