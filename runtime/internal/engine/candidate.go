@@ -220,10 +220,14 @@ func (m *Machine) maybeAttempt(c *contender) {
 		m.schedule(c, at)
 		return
 	}
+	if !m.pace.take(c) {
+		return // a slot's release wakes it (pace.go)
+	}
 	c.attempt = m.send(Request{Kind: ReqAcquire, Gen: s.gen, Name: c.name, Timeout: s.period}, &pendingReq{c: c})
 }
 
 func (m *Machine) acquireDone(p *pendingReq, res Result) {
+	defer m.pace.done(m) // after c's own handling, so that c may take the slot again
 	c := p.c
 	if c.attempt == p.req.ID {
 		c.attempt = 0
