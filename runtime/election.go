@@ -37,8 +37,7 @@ func WithTaskEndCooldown(d time.Duration) ElectionOption {
 // [Client.StartElection].
 type Election struct {
 	handle
-	client    *Client
-	successor *handle // the lease that says it accepts a hand-over, if it does (handover.go)
+	client *Client // for HandOver's read of the successor's lease
 }
 
 // StartElection makes this node a candidate for the lease name: it tries to
@@ -81,7 +80,7 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 	}
 	e := &Election{handle: handle{d: c.d, name: name, id: id}, client: c}
 	if successor != "" {
-		if e.successor, err = c.startSuccessor(successor); err != nil {
+		if err := c.startSuccessor(id, successor); err != nil {
 			e.stop(context.Background())
 			return nil, fmt.Errorf("simba: start election %q accepting a hand-over: %w", name, err)
 		}
@@ -103,10 +102,8 @@ func (e *Election) Term() *Term { return e.term() }
 // or task, Stop queues the request and returns nil (L5). Stopping a stopped
 // election returns nil.
 func (e *Election) Stop(ctx context.Context) error {
-	if e.successor != nil {
-		if err := e.successor.stop(ctx); err != nil {
-			return err
-		}
+	if err := e.d.stopSuccessor(ctx, e.id); err != nil {
+		return err
 	}
 	return e.stop(ctx)
 }

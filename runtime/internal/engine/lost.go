@@ -29,11 +29,15 @@ type lostSession struct {
 	req     RequestID     // the close in flight, 0 if none
 }
 
-// giveUp sends the first close of session s, which the core gave up.
-func (m *Machine) giveUp(s *session) {
+// giveUp plans the closes of session s, which the core gave up for reason.
+func (m *Machine) giveUp(s *session, reason vocab.Reason) {
 	l := &lostSession{gen: s.gen, until: m.now + m.cfg.LeaseDuration, backoff: max(m.cfg.MinBackoff, time.Millisecond)}
 	m.lost = append(m.lost, l)
-	m.sendLostClose(l)
+	if reason == vocab.ReasonSessionExpired {
+		m.sendLostClose(l)
+		return
+	}
+	l.retryAt = m.now + m.cfg.Margin + time.Duration(m.cfg.Drift*float64(m.cfg.LeaseDuration))
 }
 
 func (m *Machine) sendLostClose(l *lostSession) {

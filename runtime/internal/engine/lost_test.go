@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// A session given up at its deadline is closed on the store: at once, and
+// A session given up at its deadline is closed on the store: once the
+// slack between the local deadline and the store's expiry has passed, and
 // again after each failure with a doubling backoff, until a close gets
 // through — then no more — or until LeaseDuration after it was given up,
 // when the store has expired it anyway and the last close says so (Again
@@ -43,6 +44,12 @@ func TestMachineLostSessionClosed(t *testing.T) {
 					continue
 				}
 				r := h.take(ReqClose)
+				if len(closes) == 0 {
+					slack := testCfg.Margin + time.Duration(testCfg.Drift*float64(testCfg.LeaseDuration))
+					if h.now < givenUp+slack {
+						t.Errorf("the first close was sent %v after the session was given up; want no sooner than the slack of D3, %v", h.now-givenUp, slack)
+					}
+				}
 				closes = append(closes, r)
 				if r.Gen != 1 {
 					t.Fatalf("close of session generation %d; want 1, the one given up", r.Gen)

@@ -50,6 +50,7 @@ type Machine struct {
 	waiting []*term // terms whose runs or task wait for a renewal or the store's clock
 	closing *closeOp
 	lost    []*lostSession // sessions given up, still to be closed on the store (lost.go)
+	pace    pacer          // acquisitions in flight, and the candidates waiting for a slot (pace.go)
 
 	effects []Effect
 	out     []Effect // the batch Ready last returned, reused
