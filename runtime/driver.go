@@ -69,6 +69,8 @@ type registry struct {
 	freeWaits  []chan waitResult              // waiters' channels received from, for reuse
 	leaseCalls int                            // lease calls on goroutines of their own (see maxLeaseCalls)
 	queued     []pendingCall                  // lease calls waiting for one of those goroutines, oldest first
+	kicks      []*serialQueue                 // callback queues filled under the mutex, to start once it is released
+	recovering guard                          // the store's amnesia guard, as the last refused acquire reported it
 }
 
 // started is the driver's half of an election, lock or schedule: what the

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -56,8 +55,8 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 			opt(&o)
 		}
 	}
-	if o.taskEndCooldown < 0 {
-		return nil, &ConfigError{Field: "WithTaskEndCooldown", Value: o.taskEndCooldown.String(), Want: ">= 0"}
+	if err := checkCooldown("WithTaskEndCooldown", o.taskEndCooldown); err != nil {
+		return nil, err
 	}
 	var st *started // none for an election without listener or task (see started)
 	if l != nil || o.task != nil {
@@ -129,7 +128,10 @@ func (e *Election) StepDown(ctx context.Context, cooldown time.Duration) error {
 // closed under it.
 func (c *Client) RunWhileLeader(ctx context.Context, name string, fn TaskFunc, opts ...ElectionOption) error {
 	if fn == nil {
-		return errors.New("simba: RunWhileLeader: nil function")
+		return fmt.Errorf("simba: RunWhileLeader: nil function: %w", ErrNilArgument)
+	}
+	if err := checkContext("RunWhileLeader", ctx); err != nil {
+		return err
 	}
 	e, err := c.StartElection(name, nil, append(opts, WithTask(fn))...)
 	if err != nil {

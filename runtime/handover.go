@@ -72,7 +72,7 @@ func (d *driver) stopSuccessor(ctx context.Context, id engine.ContenderID) error
 // returns nil and changes nothing.
 func (e *Election) HandOver(ctx context.Context, to string) error {
 	if ctx == nil {
-		return fmt.Errorf("simba: hand over %q: nil context", e.name)
+		return fmt.Errorf("simba: hand over %q: nil context: %w", e.name, ErrNilArgument)
 	}
 	if to == "" {
 		return fmt.Errorf("simba: hand over %q: empty identity; want the successor's WithIdentity", e.name)
