@@ -73,20 +73,27 @@ func countedDB(b *testing.B, rawURL string, c *commandCounter) *sql.DB {
 // benchHarness describes MySQL to the shared benchmarks: tables of a prefix
 // of their own on the shared server, on a pool whose commands are counted on
 // the wire (a keep-alive must be exactly one); floors of durable single-row
-// conditional UPDATEs on a table of the benchmark's own. opts configure
-// every backend (the release notifications).
-func benchHarness(opts ...Option) backendtest.BenchHarness {
+// conditional UPDATEs on a table of the benchmark's own. With bells, every
+// backend has them on a pool of its own, as [Open] makes them (not
+// counted); opts configure every backend.
+func benchHarness(bells bool, opts ...Option) backendtest.BenchHarness {
+	with := func(b *testing.B) []Option {
+		if bells {
+			return append([]Option{withBellDB(newDB(b, sharedURL(b), nil))}, opts...)
+		}
+		return opts
+	}
 	return backendtest.BenchHarness{
 		New: func(b *testing.B, maxLease time.Duration) (backends.Backend, []backendtest.Counter) {
 			url := sharedURL(b)
 			var count commandCounter
 			bk := newBackend(b, countedDB(b, url, &count), newDB(b, url, nil),
-				append([]Option{WithMaxLease(max(maxLease, time.Minute))}, opts...)...)
+				append([]Option{WithMaxLease(max(maxLease, time.Minute))}, with(b)...)...)
 			commands := func() float64 { return float64(count.n.Load()) }
 			return bk, []backendtest.Counter{{Unit: "statements", Read: commands, PerKeepAlive: 1}}
 		},
 		Same: func(b *testing.B, bk backends.Backend) backends.Backend {
-			return samePrefix(b, bk.(*Backend), newDB(b, sharedURL(b), nil), opts...)
+			return samePrefix(b, bk.(*Backend), newDB(b, sharedURL(b), nil), with(b)...)
 		},
 		KeepAliveLeases: []int{1, 100, 1000},
 		// Two single-row conditional UPDATEs (durable commits: each changes
@@ -160,15 +167,23 @@ func rawUpdate(b *testing.B, st *sql.Stmt, i int) {
 // S1: a keep-alive is one statement (one round trip: one CALL) whatever the
 // number of leases held, and its time is flat in it: it touches the
 // session's row and the groups it joined, never its leases
-// (statements/op, counted on the wire; p50-µs).
-func BenchmarkKeepAlive(b *testing.B) { backendtest.BenchmarkKeepAlive(b, benchHarness()) }
+// (statements/op, counted on the wire; p50-µs). The bells of the leases
+// held go on a pool of their own.
+func BenchmarkKeepAlive(b *testing.B) { backendtest.BenchmarkKeepAlive(b, benchHarness(true)) }
 
 // Acquire+release beside the raw floor, two durable single-row conditional
 // UPDATEs, each pair measured next to the other: the medians and their
-// ratio.
-func BenchmarkAcquireRelease(b *testing.B) { backendtest.BenchmarkAcquireRelease(b, benchHarness()) }
+// ratio. With bells, as Open's backends have them: a lease released within
+// bellHoldAfter of its grant never takes its bell.
+func BenchmarkAcquireRelease(b *testing.B) {
+	backendtest.BenchmarkAcquireRelease(b, benchHarness(true))
+}
 
-// Graceful hand-offs with the backend's defaults: at the backend level,
-// beside its floors on one and on two idle connections (raw-pair-p50-µs,
-// raw-two-conns-p50-µs), and through the engine.
-func BenchmarkHandOff(b *testing.B) { backendtest.BenchmarkHandOff(b, benchHarness()) }
+// Graceful hand-offs with Open's defaults (the poll and the bells): at the
+// backend level, beside its floors on one and on two idle connections
+// (raw-pair-p50-µs, raw-two-conns-p50-µs), and through the engine.
+func BenchmarkHandOff(b *testing.B) { backendtest.BenchmarkHandOff(b, benchHarness(true)) }
+
+// The same hand-offs with the release poll alone: New's default, without
+// bells.
+func BenchmarkHandOffPollOnly(b *testing.B) { backendtest.BenchmarkHandOff(b, benchHarness(false)) }
