@@ -1,7 +1,8 @@
 // Package simbamysql is the MySQL and MariaDB backend of Simba: sessions,
 // leases, values and groups in InnoDB tables of the application's database,
 // each operation one CALL of a stored procedure, expiry measured by the
-// database's clock, and release notifications by a poll. Its package name is
+// database's clock, and release notifications by a poll, with named locks
+// (GET_LOCK) as bells on top of it. Its package name is
 // simbamysql, not mysql, so that it names what it is next to
 // go-sql-driver/mysql.
 //
@@ -41,7 +42,9 @@
 // Options: [WithPrefix] (default "simba"), [WithMaxLease] (the longest
 // session time to live granted, and the amnesia guard's lock-delay; default
 // 60 s; use the same value on every node), [WithPollInterval] (default
-// 50 ms), [WithoutMigration], [WithReadOnly] and [WithLogger].
+// 50 ms), [WithBells] (default 4 with [Open], on a pool of their own; none
+// with [New] unless asked, since they take the caller's connections),
+// [WithoutMigration], [WithReadOnly] and [WithLogger].
 //
 // The backend depends on no DSN setting of the pool: it reads no
 // RowsAffected (clientFoundRows does not matter), sends one statement per
@@ -149,13 +152,22 @@
 // holder and the calling session are both alive: it names the holder, in a
 // *[backends.HeldError] (session, identity, token, and remaining time by the
 // database's clock), takes no lock and writes nothing, so that candidates
-// never queue on their own session's row. A grant runs, after that read, a
-// lock of the session's row, a lock of the lease's (SKIP LOCKED: a record
-// that another call holds locked — a competing grant, the holder's release —
-// is refused at once, as held, so that the candidates one release wakes do
-// not line up behind each other and the release; conformance's TermOrder,
-// eight sessions on one name, runs in a second instead of two), the
-// counter's update, an UPDATE of each row, and the commit. A release of a
+// never queue on their own session's row. The common grant — a free record
+// that is not a partition — runs, after that read, four statements and the
+// commit: an UPDATE that locks the session's row and counts the lease in its
+// digest, only if the row is still as the read saw it (its expiry and
+// version); a lock of the lease's record, only if it is still free (SKIP
+// LOCKED: a record that another call holds locked — a competing grant, the
+// holder's release — is refused at once, as held, so that the candidates one
+// release wakes do not line up behind each other and the release;
+// conformance's TermOrder, eight sessions on one name, runs in a second
+// instead of two); the counter's update; and an UPDATE that grants the lease
+// if the session is still alive by the clock of that statement, read after
+// every lock. Anything else — a new name, a partition, a retry of a grant, a
+// holder that expired, a session row that changed since the read — rolls
+// that back and takes the general path: a lock of the session's row, a lock
+// of the lease's (SKIP LOCKED), the counter's update, an UPDATE of each row,
+// and the commit. A release of a
 // lease that is not a partition runs an UPDATE of the session's row (its
 // lock, and the count in its digest), an UPDATE that frees the record if
 // this session holds it with this token, a read of the digest and the commit
