@@ -219,15 +219,55 @@
 // reads again the second before its last one (a release seen twice wakes
 // its watches once). A poll that fails is retried with back-off, and when it
 // works again every watch wakes (a hint only: candidates try again, which
-// is always safe). So a graceful hand-off to a waiting candidate takes at
-// most the poll interval plus two round trips (its acquire, and the poll
-// itself), about half the interval on average; without the poll (0) a
-// candidate takes over at its next attempt, every RenewInterval/2 plus
-// jitter. A crashed holder is replaced at its expiry in either case: a
-// refusal carries the holder's remaining time, and the candidate tries again
-// right then (A1). GET_LOCK could ring a waiter sooner, but it is tied to
-// one connection, carries no token and is refused under Galera; the poll
-// works wherever the procedures do.
+// is always safe). So with the poll alone a graceful hand-off to a waiting
+// candidate takes at most the poll interval plus two round trips (its
+// acquire, and the poll itself), about half the interval on average; without
+// the poll (0) a candidate takes over at its next attempt, every
+// RenewInterval/2 plus jitter. A crashed holder is replaced at its expiry in
+// any case: a refusal carries the holder's remaining time, and the candidate
+// tries again right then (A1).
+//
+// # Bells
+//
+// On top of the poll, a backend with bells ([WithBells]; [Open]'s have
+// them) rings waiting candidates of other backends at once. While a session
+// of the backend holds a lease, one connection of the backend's (the holding
+// connection) holds a named lock, the lease's bell: GET_LOCK of a name made
+// from the database, the prefix and the lease's name, taken 10 ms after the
+// grant (a lease released sooner never takes it), and given up
+// (RELEASE_LOCK) as soon as the release, the close or the expiry of its
+// session is known to the backend — after the release's commit. The holding
+// connection also holds a lock named after its own connection id, which
+// marks it as one. A candidate that waits for a lease ([backends.Notifier])
+// blocks, on a connection of its own, in GET_LOCK of the lease's bell,
+// gives the lock back in the same statement once it has it, and wakes its
+// watches; it waits only while a holding connection holds the bell (never
+// on a bell that another waiter holds for the instant of its wake-up, so
+// waiters do not wake each other), and otherwise looks again, after 5 ms
+// and then less and less often, up to every second.
+//
+// A bell is a hint, never ownership: the lock carries no token and is tied
+// to a connection, and a woken candidate only tries Acquire, which the
+// procedures decide as always. The poll goes on beneath, so a bell that is
+// lost (its connection broke: that rings it too), late (not yet taken) or
+// stale (kept by a node that has not yet learnt that its session expired)
+// costs only speed, never safety; a server that refuses named locks (Galera
+// answers GET_LOCK with ER_NOT_SUPPORTED_YET) turns the bells off, with one
+// log line, and the poll carries on alone.
+//
+// The connections: a backend waits with a bell on at most n names at once
+// (WithBells(n), 4 by default; further names are left to the poll), one
+// connection each while a candidate waits for it, and takes one more, the
+// holding connection, while its sessions hold a lease (it goes back when
+// they hold none). [Open] gives the bells a small pool of their own, dialled
+// with the same settings, so that they never take the calls' connections;
+// [New] has no bells unless WithBells asks, and then takes them from the
+// caller's pool: with SetMaxOpenConns(m) set before New, at most m/4 of its
+// connections, and none if m < 8. A connection taken from the caller's pool
+// may be its only idle one: a spare is dialled at once in its place, but
+// under high latency a call may still have to wait for a dial (the engine
+// tests with 200 ms of reply latency pass only with the bells on a pool of
+// their own).
 //
 // # The amnesia guard
 //
