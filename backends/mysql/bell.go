@@ -33,7 +33,7 @@ const (
 	bellHoldAfter  = 10 * time.Millisecond
 	bellWaitFor    = 10 // seconds
 	bellMinBackoff = 5 * time.Millisecond
-	bellMaxBackoff = time.Second
+	bellMaxBackoff = 250 * time.Millisecond
 	bellConnWithin = 200 * time.Millisecond
 	bellBatch      = 500 // bells rung and taken in one statement, at most
 )

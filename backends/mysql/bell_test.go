@@ -27,7 +27,7 @@ type bellNode struct {
 func newBellNode(t *testing.T, first *Backend, bells bool) *bellNode {
 	t.Helper()
 	url := sharedURL(t)
-	opts := []Option{WithPollInterval(0)}
+	opts := []Option{WithPollInterval(0), WithMaxLease(time.Minute)}
 	if bells {
 		opts = append(opts, withBellDB(newDB(t, url, nil)))
 	}

@@ -244,7 +244,7 @@
 // watches; it waits only while a holding connection holds the bell (never
 // on a bell that another waiter holds for the instant of its wake-up, so
 // waiters do not wake each other), and otherwise looks again, after 5 ms
-// and then less and less often, up to every second.
+// and then less and less often, up to every 250 ms.
 //
 // A bell is a hint, never ownership: the lock carries no token and is tied
 // to a connection, and a woken candidate only tries Acquire, which the
