@@ -68,6 +68,7 @@ type bells struct {
 	mu      sync.Mutex
 	closed  bool
 	holds   map[string]holdState // lease name → what the holding connection should do
+	wakeAt  time.Time            // when the holding loop looks next; zero while it runs
 	waiters map[string]*bellWaiter
 	kick    chan struct{}
 	cancel  context.CancelFunc
@@ -126,7 +127,9 @@ func (bs *bells) held(session, name string) {
 	h.session, h.since = session, time.Now()
 	bs.holds[name] = h // a bell already held stays held
 	bs.start()
-	bs.poke()
+	if bs.wakeAt.IsZero() || bs.wakeAt.After(h.since.Add(bellHoldAfter)) {
+		bs.poke() // the loop would look too late
+	}
 }
 
 // released records that session released lease name: its bell rings.
@@ -139,7 +142,9 @@ func (bs *bells) released(session, name string) {
 	if h, ok := bs.holds[name]; ok && h.session == session {
 		h.session = ""
 		bs.holds[name] = h
-		bs.poke()
+		if h.held {
+			bs.poke() // a bell not taken yet is forgotten at the loop's next look
+		}
 	}
 }
 
@@ -155,7 +160,9 @@ func (bs *bells) ended(session string) {
 		if h.session == session {
 			h.session = ""
 			bs.holds[name] = h
-			bs.poke()
+			if h.held {
+				bs.poke()
+			}
 		}
 	}
 }
@@ -294,6 +301,7 @@ func (bs *bells) holdLoop() {
 		var ring, take []string
 		next := time.Time{}
 		bs.mu.Lock()
+		bs.wakeAt = time.Time{} // running: held pokes again meanwhile
 		for name, h := range bs.holds {
 			switch {
 			case h.session == "" && h.held:
@@ -379,6 +387,9 @@ func (bs *bells) holdLoop() {
 		if !next.IsZero() {
 			wait = max(time.Until(next), 0)
 		}
+		bs.mu.Lock()
+		bs.wakeAt = time.Now().Add(wait)
+		bs.mu.Unlock()
 		timer.Reset(wait)
 		select {
 		case <-bs.ctx.Done():
