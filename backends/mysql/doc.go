@@ -366,7 +366,13 @@
 // SUPER, when the binary log is on (it is on by default in MySQL 8, off in
 // MariaDB's Debian package); the listing's GROUP_CONCAT raises
 // group_concat_max_len (1,024 bytes by default in MySQL 8) with a SET_VAR
-// hint that MariaDB ignores. A Galera cluster (MariaDB Galera, Percona
-// XtraDB Cluster) is untested: SKIP LOCKED and the named lock of migrations
-// behave differently there.
+// hint that MariaDB ignores. The bells hold several named locks on one
+// connection, which MySQL 5.7 and MariaDB 10.0.2 brought, and use
+// IS_USED_LOCK and RELEASE_ALL_LOCKS, which both have. A Galera cluster
+// (MariaDB Galera, Percona XtraDB Cluster) is untested: SKIP LOCKED and the
+// named lock of migrations behave differently there. MariaDB Galera
+// answered GET_LOCK with error 1235, ER_NOT_SUPPORTED_YET ("GET_LOCK in
+// cluster"), until MDEV-31325: that answer turns the bells off (no test here
+// could produce it); where a cluster grants named locks, a bell may be
+// local to one node, and candidates on another are woken by the poll.
 package simbamysql
