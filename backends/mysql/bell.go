@@ -30,9 +30,9 @@ const DefaultBells = 4
 // waiter holds for the instant of its wake-up, and how long taking a pool
 // connection for a bell may take.
 const (
-	bellHoldAfter  = 10 * time.Millisecond
+	bellHoldAfter  = 3 * time.Millisecond
 	bellWaitFor    = 10 // seconds
-	bellMinBackoff = 5 * time.Millisecond
+	bellMinBackoff = 2 * time.Millisecond
 	bellMaxBackoff = 250 * time.Millisecond
 	bellConnWithin = 200 * time.Millisecond
 	bellBatch      = 500 // bells rung and taken in one statement, at most
@@ -549,7 +549,7 @@ func (w *bellWaiter) run(ctx context.Context) {
 	sleep := func() bool {
 		t := time.NewTimer(backoff)
 		defer t.Stop()
-		backoff = min(2*backoff, bellMaxBackoff)
+		backoff = min(backoff*3/2, bellMaxBackoff) // gently: a holder takes its bell bellHoldAfter after its grant
 		select {
 		case <-ctx.Done():
 			return false

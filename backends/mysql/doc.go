@@ -248,7 +248,7 @@
 // them) rings waiting candidates of other backends at once. While a session
 // of the backend holds a lease, one connection of the backend's (the holding
 // connection) holds a named lock, the lease's bell: GET_LOCK of a name made
-// from the database, the prefix and the lease's name, taken 10 ms after the
+// from the database, the prefix and the lease's name, taken 3 ms after the
 // grant (a lease released sooner never takes it), and given up
 // (RELEASE_LOCK) as soon as the release, the close or the expiry of its
 // session is known to the backend — after the release's commit. The holding
@@ -258,8 +258,8 @@
 // gives the lock back in the same statement once it has it, and wakes its
 // watches; it waits only while a holding connection holds the bell (never
 // on a bell that another waiter holds for the instant of its wake-up, so
-// waiters do not wake each other), and otherwise looks again, after 5 ms
-// and then less and less often, up to every 250 ms.
+// waiters do not wake each other), and otherwise looks again, after 2 ms
+// and then half as long again each time, up to every 250 ms.
 //
 // A bell is a hint, never ownership: the lock carries no token and is tied
 // to a connection, and a woken candidate only tries Acquire, which the
@@ -292,10 +292,11 @@
 // after the same idle); through the engine, 6.8 ms against 30 ms. bench/'s
 // comparison, its MySQL row run before and after the bells back to back:
 // 30.6 and 30.0 ms with the poll alone, 8.6 and 11.1 ms with bells, beside
-// floors of 2.5 to 6.5 ms. A tail remains where a bell was not armed yet
-// (a candidate that began waiting within 10 ms of its holder's grant looks
-// again after 5 ms, then less and less often) or the machine stalled: the
-// poll bounds it at its interval plus the round trips.
+// floors of 2.5 to 6.5 ms. A tail remains: a release that comes before the
+// candidate's GET_LOCK is armed (a holder takes its bell 3 ms after its
+// grant, and a candidate that found none looks again later) rings nobody,
+// and the poll bounds that hand-off at its interval plus the round trips;
+// the machine's own stalls of tens of milliseconds (a slow commit) show too.
 //
 // # The amnesia guard
 //
