@@ -289,7 +289,10 @@
 // hand-off took 9.5 ms at the median with bells (the waiter woken 0.8 ms
 // after the release returned) against 43 ms with the poll alone (woken
 // after 35 ms), beside a floor of 3.5 to 6.2 ms (two raw durable UPDATEs
-// after the same idle); through the engine, 6.8 ms against 30 ms. bench/'s
+// after the same idle); through the engine, 6.8 ms against 30 ms, and in a
+// quieter run (load 3) 3.1 ms with a p99 of 11 ms against 30 ms and 51 ms
+// (150 hand-offs each; runs at load 6 and more show stalls of 100 ms in
+// either). bench/'s
 // comparison, its MySQL row run before and after the bells back to back:
 // 30.6 and 30.0 ms with the poll alone, 8.6 and 11.1 ms with bells, beside
 // floors of 2.5 to 6.5 ms. A tail remains: a release that comes before the
