@@ -85,13 +85,13 @@ type holdState struct {
 	held    bool      // the holding connection holds its bell
 }
 
-// newBells returns the bells of b, at most max names waited on at once, on
-// connections of db, which they close if own.
 // withBellDB gives the bells a pool of their own, db, which they close, and
 // turns them on ([DefaultBells] unless WithBells says otherwise): what Open
 // does, for backends that tests make with New.
 func withBellDB(db *sql.DB) Option { return func(o *options) { o.bellDB = db } }
 
+// newBells returns the bells of b, at most max names waited on at once, on
+// connections of db, which they close if own.
 func newBells(b *Backend, db *sql.DB, own bool, max int) *bells {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &bells{b: b, db: db, own: own, max: max, holds: map[string]holdState{}, waiters: map[string]*bellWaiter{},
