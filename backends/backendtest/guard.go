@@ -15,9 +15,9 @@ import (
 // guard (the refusals wrap [backends.ErrRecovering]). It opens a session
 // with TTL ttl, acquires and releases a lease named "probe" until that
 // succeeds, renewing the session between tries; a session that expires
-// meanwhile (a store still settling, such as an ensemble electing its
-// leader on a loaded machine) is replaced by a new one. It fails the test
-// on any other error.
+// meanwhile, or whose connection drops (a store still settling, such as an
+// ensemble electing its leader on a loaded machine), is replaced by a new
+// one. It fails the test on any other error.
 func WaitGranting(t testing.TB, b backends.Backend, within, ttl time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
@@ -27,7 +27,10 @@ func WaitGranting(t testing.TB, b backends.Backend, within, ttl time.Duration) {
 		if granted {
 			return
 		}
-		if !errors.Is(err, backends.ErrSessionExpired) {
+		// A store that just started (a ZooKeeper ensemble electing its
+		// leader) may also drop a connection now and then: try again
+		// with a new session, up to within.
+		if !errors.Is(err, backends.ErrSessionExpired) && !errors.Is(err, backends.ErrUnavailable) || ctx.Err() != nil {
 			t.Fatalf("waiting for grants: %v", err)
 		}
 	}
