@@ -210,7 +210,11 @@ func (m *Machine) runDue(t *term) {
 	if r.spec.Timetable != nil {
 		// The slot was missed while it waited (a pause, a later slot
 		// come): plan again, with the catch-up window.
-		if store, ok := m.storeNow(); ok && r.slotPassed(store, m.cfg.RenewInterval) {
+		grace := slotGrace
+		if r.state == runWaitRenewal {
+			grace += m.cfg.RenewInterval
+		}
+		if store, ok := m.storeNow(); ok && r.slotPassed(store, grace) {
 			m.planRun(t)
 			return
 		}
@@ -385,6 +389,8 @@ func (m *Machine) wakeWaiters() {
 			continue
 		}
 		switch {
+		case r.state == runWaitRenewal && !t.ended && r.spec.Timetable != nil:
+			m.runDue(t) // it replans if the slot was missed meanwhile
 		case r.state == runWaitRenewal && !t.ended:
 			if rate := r.spec.Rate.Milliseconds(); rate > 0 {
 				if store, ok := m.storeNow(); ok && floorDiv(store.UnixMilli(), rate) > r.slot {

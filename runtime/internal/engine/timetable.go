@@ -86,6 +86,12 @@ func (r *run) planSlot(store time.Time) (due time.Time, ok bool) {
 	return nextSlot(tt, from)
 }
 
+// slotGrace is how late a slot planned ahead may start and still run when
+// it is older than CatchUp: what a timer firing late may add. A wait for the
+// renewal a step check needs adds RenewInterval to it; a pause of the
+// process that is longer makes the slot a missed one.
+const slotGrace = time.Second
+
 // slotPassed reports whether the slot r planned counts as missed on the
 // store's clock store: a later slot has come, or it is older than CatchUp
 // and has waited more than grace since it was ready to run (its instant, or
