@@ -2,9 +2,11 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -228,4 +230,101 @@ func TestCronFailOversPausesAndCatchUp(t *testing.T) {
 		t.Errorf("late runs %d, slots skipped at a resumption %d, caught up %d: the seeds do not exercise the catch-up window",
 			lateRuns, skippedAtResume, caughtUpAtResume)
 	}
+}
+
+// Bad cron schedules are refused with an error that names the field at
+// fault (of the Schedule, and of the cron expression).
+func TestCronBadInput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newClient(t, memory.New())
+		defer closeClient(t, c)
+		ok := func(context.Context, *runtime.Term) error { return nil }
+		paris := mustLocation(t, "Europe/Paris")
+		for _, tc := range []struct {
+			s    runtime.Schedule
+			want string
+		}{
+			{runtime.Schedule{Cron: "0 */5 25 * * *"}, `hour field "25"`},
+			{runtime.Schedule{Cron: "61 * * * *"}, `minute field "61"`},
+			{runtime.Schedule{Cron: "* * * *"}, "4 fields; want 5"},
+			{runtime.Schedule{Cron: "TZ=Europe/Paris 0 * * * *"}, "time zone prefix is not accepted"},
+			{runtime.Schedule{Cron: "CRON_TZ="}, "time zone prefix is not accepted"},
+			{runtime.Schedule{Cron: "@every 5s"}, "unknown descriptor"},
+			{runtime.Schedule{Cron: "@daily", Rate: time.Second}, "more than one of Rate, Delay, Cron and Timetable"},
+			{runtime.Schedule{Cron: "@daily", Timetable: everyMinute{}}, "more than one of"},
+			{runtime.Schedule{Rate: time.Second, Location: paris}, "Schedule.Location = Europe/Paris; want nil unless Schedule.Cron is set"},
+			{runtime.Schedule{Cron: "@daily", CatchUp: -time.Second}, "Schedule.CatchUp = -1s"},
+			{runtime.Schedule{Rate: time.Second, CatchUp: time.Second}, "Schedule.CatchUp = 1s; want 0 unless"},
+			{runtime.Schedule{Rate: time.Second, Overlap: runtime.OverlapAfter}, "Schedule.Overlap = after; want OverlapSkip unless"},
+			{runtime.Schedule{Cron: "@daily", Overlap: 7}, "Schedule.Overlap = Overlap(7)"},
+		} {
+			_, err := c.StartSchedule("report", tc.s, ok)
+			if !errors.Is(err, runtime.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("StartSchedule(%+v) = %v, want an error containing %q", tc.s, err, tc.want)
+			}
+		}
+		if _, err := c.StartGroup("g", 2, runtime.Schedule{Cron: "0 0 0 32 * *"}, func(context.Context, *runtime.Term, int) error { return nil }); !errors.Is(err, runtime.ErrInvalidConfig) ||
+			!strings.Contains(err.Error(), `day-of-month field "32"`) {
+			t.Errorf("StartGroup with a bad cron = %v", err)
+		}
+		if _, err := runtime.ParseCron("0 0 0 32 * *", nil); err == nil || !strings.Contains(err.Error(), "day-of-month") {
+			t.Errorf("ParseCron = %v, want an error naming day-of-month", err)
+		}
+	})
+}
+
+// everyMinute is a Timetable of the user's own: every minute on the
+// minute.
+type everyMinute struct{}
+
+func (everyMinute) Next(t time.Time) time.Time { return t.Truncate(time.Minute).Add(time.Minute) }
+
+// panicky panics after its first answers.
+type panicky struct{ calls *int }
+
+func (p panicky) Next(t time.Time) time.Time {
+	*p.calls++
+	if *p.calls > 3 {
+		panic("timetable broke")
+	}
+	return t.Truncate(time.Minute).Add(time.Minute)
+}
+
+// §13c: a Timetable of the user's own runs as Cron does; one that panics
+// stops planning, reported as a failed run, and crashes nothing.
+func TestTimetable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ev events
+		c := newClient(t, memory.New(), runtime.WithObserver(&ev))
+		var log, broken cronLog
+		if _, err := c.StartSchedule("own", runtime.Schedule{Timetable: everyMinute{}}, log.fn(0)); err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		if _, err := c.StartSchedule("broken", runtime.Schedule{Timetable: panicky{&calls}}, broken.fn(0)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5*time.Minute + time.Second)
+		closeClient(t, c)
+		log.once(t)
+		runs := log.snapshot()
+		if len(runs) != 6 { // the bubble starts on a minute: its slot, then five more
+			t.Fatalf("%d runs in five minutes, want 6", len(runs))
+		}
+		for _, r := range runs {
+			if r.slot.Truncate(time.Minute) != r.slot || !r.start.Equal(r.slot) {
+				t.Errorf("run of slot %v at %v, want on the minute", r.slot, r.start)
+			}
+		}
+		var panics int
+		for _, e := range ev.of(runtime.EventRunFailed) {
+			var pe *runtime.PanicError
+			if e.Name == "broken" && errors.As(e.Err, &pe) && pe.Value == "timetable broke" {
+				panics++
+			}
+		}
+		if panics != 1 || len(broken.snapshot()) == 0 {
+			t.Errorf("the panicking timetable: %d panics reported, %d runs; want 1 panic after a run", panics, len(broken.snapshot()))
+		}
+	})
 }
