@@ -59,7 +59,7 @@ func mustLocation(t *testing.T, name string) *time.Location {
 	return loc
 }
 
-// §13c: daylight-saving time, through the engine, in real locations: a
+// R4: daylight-saving time, through the engine, in real locations: a
 // slot whose wall-clock time does not exist (spring) does not run, one that
 // exists twice (autumn) runs once. The store's clock is set to the days of
 // the changes in 2026 (the bubble starts in 2000).
@@ -108,7 +108,7 @@ func TestCronDaylightSaving(t *testing.T) {
 	}
 }
 
-// §13c: the overlap policy. The first run lasts 25s across slots every
+// R3: the overlap policy. The first run lasts 25s across slots every
 // 10s: OverlapSkip skips the two slots that came meanwhile, OverlapAfter
 // runs the latest of them as soon as the run returns, once.
 func TestCronOverlap(t *testing.T) {
@@ -199,7 +199,7 @@ func skewedNodes(t *testing.T, b func(i int) backends.Backend, cfg runtime.Confi
 	}
 }
 
-// §13c: nodes whose views of the store's clock are seconds apart still run
+// R2: nodes whose views of the store's clock are seconds apart still run
 // each slot at most once, on the memory store (virtual time).
 func TestCronSkewedClocksMemory(t *testing.T) {
 	for seed := range uint64(3) {
@@ -210,7 +210,7 @@ func TestCronSkewedClocksMemory(t *testing.T) {
 	}
 }
 
-// §13c: the same on a real Redis, each node with a connection of its own,
+// R2: the same on a real Redis, each node with a connection of its own,
 // on real time with a 2s lease.
 func TestCronSkewedClocksRedis(t *testing.T) {
 	if testing.Short() {

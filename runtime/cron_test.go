@@ -81,7 +81,7 @@ type resumePoint struct {
 	why   string
 }
 
-// §13c: a cron schedule across fail-overs (a leader's link cut until
+// R2, R3: a cron schedule across fail-overs (a leader's link cut until
 // another node takes the lease), pauses of the leader's process shorter
 // than its lease, and step-downs: no slot runs twice; a run starts at its
 // slot, or late by at most CatchUp; and wherever a node takes the schedule
@@ -290,7 +290,7 @@ func (p panicky) Next(t time.Time) time.Time {
 	return t.Truncate(time.Minute).Add(time.Minute)
 }
 
-// §13c: a Timetable of the user's own runs as Cron does; one that panics
+// R1: a Timetable of the user's own runs as Cron does; one that panics
 // stops planning, reported as a failed run, and crashes nothing.
 func TestTimetable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

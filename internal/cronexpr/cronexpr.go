@@ -1,6 +1,6 @@
 // Package cronexpr is the project's adapter over github.com/robfig/cron/v3:
 // it reads a cron expression into a schedule whose Next gives the scheduled
-// instants, with the rules the runtime documents (§13c in docs/design.md):
+// instants, with the rules the runtime documents (R1 and R4 in docs/design.md):
 //
 //   - five fields (minute hour day-of-month month day-of-week) or six, with
 //     seconds first; names such as JAN or MON, ranges, lists, steps and "?"

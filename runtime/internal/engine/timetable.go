@@ -10,7 +10,7 @@ import (
 )
 
 // A Cron or Timetable schedule's slots are the instants its timetable
-// gives, on the store's clock, in whole milliseconds (§13c). A slot is
+// gives, on the store's clock, in whole milliseconds (R1). A slot is
 // recorded by its instant, as a fixed-rate slot is by its start, but it
 // is claimed before its run starts: its instant is written in the lease's
 // value with the term's token, and the run starts only once the store took

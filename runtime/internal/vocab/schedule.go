@@ -41,7 +41,7 @@ type Schedule struct {
 	// EnsureValid(Step); a run that fails the check is not started, and is
 	// tried again after the next successful renewal within the same slot.
 	Step time.Duration
-	// Cron runs the work at the instants a cron expression names (§13c):
+	// Cron runs the work at the instants a cron expression names (R1):
 	// five fields (minute hour day-of-month month day-of-week) or six with
 	// seconds first, or a descriptor such as @daily, read as wall-clock
 	// times in Location.
@@ -50,7 +50,7 @@ type Schedule struct {
 	// the node's local zone, which may differ between nodes.
 	Location *time.Location
 	// Timetable runs the work at the instants its Next gives: a schedule
-	// of the user's own, in place of Cron (§13c).
+	// of the user's own, in place of Cron (R1).
 	Timetable Timetable
 	// Overlap says what happens to a Cron or Timetable slot that comes
 	// while the previous run goes on: OverlapSkip (the default) skips it,
