@@ -130,7 +130,7 @@ func Third(ctx context.Context) error { return nil }
 	dir := module(t, map[string]string{"p/p.go": bad})
 	t.Chdir(filepath.Join(dir, "p"))
 	code, _, stderr := simbagen()
-	want := `p.go:9:40: unknown key "colour" in //simba:scheduled; want lease, rate, delay, initial, step, items
+	want := `p.go:9:40: unknown key "colour" in //simba:scheduled; want lease, rate, delay, cron, tz, overlap, catchup, initial, step, items
 p.go:12:37: delay=1x: time: unknown unit "x" in duration "1x"; want a duration of at least 1ms, such as 30s
 p.go:16:6: Third has the wrong signature for //simba:scheduled: have func(ctx context.Context) error; want func(ctx context.Context, t *runtime.Term) error
 `
