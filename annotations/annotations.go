@@ -357,6 +357,9 @@ func (p *parser) args(s string, base int) {
 func (p *parser) arg(word string, offset int) {
 	key, value, ok := strings.Cut(word, "=")
 	switch {
+	case !ok && len(p.d.Args) > 0 && p.d.Args[len(p.d.Args)-1].Key == "cron":
+		p.errorf(offset, "", "argument %q is not key=value; quote a cron expression that has spaces: cron=\"0 */5 * * * *\"", word)
+		return
 	case !ok:
 		p.errorf(offset, "", "argument %q is not key=value", word)
 		return

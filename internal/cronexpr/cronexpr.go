@@ -133,7 +133,11 @@ func Parse(text string, loc *time.Location) (s *Schedule, err error) {
 		six = append(six, "0")
 	case 6:
 	default:
-		return nil, &Error{Text: text, Reason: fmt.Sprintf("%d fields; want 5 (minute hour day-of-month month day-of-week) or 6 (second first)", len(fs))}
+		n := fmt.Sprintf("%d fields", len(fs))
+		if len(fs) == 1 {
+			n = "1 field"
+		}
+		return nil, &Error{Text: text, Reason: n + "; want 5 (minute hour day-of-month month day-of-week) or 6 (second first)"}
 	}
 	for _, f := range fs {
 		six = append(six, f.text)
