@@ -9,6 +9,8 @@
 //	cd bench && go run ./cmd/compare          # the full table, ~15 minutes
 //	cd bench && go test -short ./...          # the smoke test, ~15 seconds
 //
+// Rule names such as H1 refer to docs/design.md in the repository.
+//
 // # Rows
 //
 // Each row is one [Impl] in [Impls]: a name, a store, its configuration in

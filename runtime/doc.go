@@ -63,7 +63,17 @@
 // [Client.Lock] and [Client.TryLock] acquire a name once; [Client.Unlock]
 // releases it. Lock is a cluster-wide mutex that also serialises the
 // goroutines of one client: Locks of one name on one client take turns, first
-// come, first served, each turn a term of its own.
+// come, first served, each turn a term of its own. [Client.Semaphore] lets
+// at most n holders work at once: each of its n permits is a lease of its
+// own, so a permit is a term with its own token and deadline, acquired and
+// released as a lock is.
+//
+// [Election.HandOver] moves the lease to a node the caller names — one that
+// contends with [AcceptHandOver] — rather than to whoever wins next: the
+// leader records the successor in the lease's value and steps down; the
+// other candidates give the lease back while the record stands, for at most
+// LeaseDuration. A hand-over to a node that does not contend returns
+// [ErrNotCandidate] and changes nothing.
 //
 // Stop, StepDown and Close called from inside a callback or task, with the
 // context the engine passed to it, do not wait for themselves: they queue the

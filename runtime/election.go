@@ -16,6 +16,7 @@ type ElectionOption func(*electionOptions)
 type electionOptions struct {
 	task            TaskFunc
 	taskEndCooldown time.Duration
+	acceptHandOver  bool
 }
 
 // WithTask runs task once per term while this node holds the lease, on a
@@ -37,6 +38,8 @@ func WithTaskEndCooldown(d time.Duration) ElectionOption {
 // [Client.StartElection].
 type Election struct {
 	handle
+	client    *Client
+	successor *handle // the lease that says it accepts a hand-over, if it does (handover.go)
 }
 
 // StartElection makes this node a candidate for the lease name: it tries to
@@ -66,11 +69,25 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 	}
 	in := engine.Start{Name: name, Kind: engine.KindElection, Listener: l != nil, Task: o.task != nil,
 		TaskEndCooldown: o.taskEndCooldown}
+	var successor string
+	if o.acceptHandOver {
+		successor = SuccessorName(name, c.identity)
+		if err := backends.ValidateName(successor); err != nil {
+			return nil, fmt.Errorf("simba: start election %q accepting a hand-over: its successor lease: %w", name, err)
+		}
+	}
 	id, err := c.d.start(in, st)
 	if err != nil {
 		return nil, fmt.Errorf("simba: start election %q: %w", name, err)
 	}
-	return &Election{handle{d: c.d, name: name, id: id}}, nil
+	e := &Election{handle: handle{d: c.d, name: name, id: id}, client: c}
+	if successor != "" {
+		if e.successor, err = c.startSuccessor(successor); err != nil {
+			e.stop(context.Background())
+			return nil, fmt.Errorf("simba: start election %q accepting a hand-over: %w", name, err)
+		}
+	}
+	return e, nil
 }
 
 // Name returns the lease name.
@@ -86,7 +103,14 @@ func (e *Election) Term() *Term { return e.term() }
 // ctx bounds only the wait, never the order. Called from inside a callback
 // or task, Stop queues the request and returns nil (L5). Stopping a stopped
 // election returns nil.
-func (e *Election) Stop(ctx context.Context) error { return e.stop(ctx) }
+func (e *Election) Stop(ctx context.Context) error {
+	if e.successor != nil {
+		if err := e.successor.stop(ctx); err != nil {
+			return err
+		}
+	}
+	return e.stop(ctx)
+}
 
 // StepDown hands the lease over like Stop, but keeps the election started: it
 // contends again cooldown after the moment it stepped down (H4). Use it

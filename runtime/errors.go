@@ -42,6 +42,14 @@ var (
 
 	// ErrNotOwner reports a term passed to a client that did not create it.
 	ErrNotOwner = errors.New("term belongs to another client")
+
+	// ErrNotLeading reports a hand-over asked of an election that holds no
+	// term ([Election.HandOver]).
+	ErrNotLeading = engine.ErrNotLeading
+
+	// ErrNotCandidate reports a hand-over to a node that does not contend
+	// for the name with [AcceptHandOver]; nothing changed.
+	ErrNotCandidate = errors.New("not a candidate that accepts a hand-over")
 )
 
 // TermExpiredError is returned by [Term.EnsureValid]. It matches

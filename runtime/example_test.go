@@ -93,6 +93,71 @@ func ExampleClient_Lock() {
 	// b after unlock: <nil> higher token: true
 }
 
+// A semaphore of 2: at most two holders at once across the cluster, each
+// permit a term of its own with its own fencing token.
+func ExampleClient_Semaphore() {
+	store := memory.New()
+	a, _ := runtime.NewClient(store, runtime.Config{})
+	b, _ := runtime.NewClient(store, runtime.Config{})
+	defer a.Close(context.Background())
+	defer b.Close(context.Background())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sa, _ := a.Semaphore("encoders", 2)
+	sb, _ := b.Semaphore("encoders", 2)
+	p1, _ := sa.Acquire(ctx)
+	p2, _ := sb.Acquire(ctx)
+	fmt.Println("two permits:", p1.Name() != p2.Name())
+	_, err := sb.TryAcquire(ctx)
+	fmt.Println("a third:", errors.Is(err, runtime.ErrLeaseHeld))
+
+	if err := sa.Release(ctx, p1); err != nil {
+		panic(err)
+	}
+	p3, err := sb.Acquire(ctx)
+	fmt.Println("after a release:", err, p3.Name() == p1.Name(), p3.Token() > p1.Token())
+	// Output:
+	// two permits: true
+	// a third: true
+	// after a release: <nil> true true
+}
+
+// A leader hands its lease over to the node it names, not to whoever wins
+// next: to a node that contends with AcceptHandOver, as a deploy moves the
+// leader off a node it is about to restart.
+func ExampleElection_HandOver() {
+	store := memory.New()
+	ctx := context.Background()
+	elected := make(chan string, 16)
+	var elections []*runtime.Election
+	for _, node := range []string{"node-a", "node-b", "node-c"} {
+		c, _ := runtime.NewClient(store, runtime.Config{}, runtime.WithIdentity(node))
+		defer c.Close(ctx)
+		e, _ := c.StartElection("report", runtime.ListenerFuncs{OnElected: func(context.Context, *runtime.Term) {
+			elected <- node
+		}}, runtime.AcceptHandOver())
+		if len(elections) == 0 {
+			fmt.Println(<-elected, "elected") // node-a, alone
+		}
+		elections = append(elections, e)
+	}
+
+	a := elections[0]
+	err := a.HandOver(ctx, "node-z")
+	fmt.Println("to a node that does not contend:", errors.Is(err, runtime.ErrNotCandidate))
+	// node-c says it accepts a hand-over as soon as its election starts;
+	// until the store has it, a hand-over to it is refused.
+	for errors.Is(a.HandOver(ctx, "node-c"), runtime.ErrNotCandidate) {
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println(<-elected, "elected")
+	// Output:
+	// node-a elected
+	// to a node that does not contend: true
+	// node-c elected
+}
+
 // EnsureValid before every step: a step that would outlive the term does not
 // start, and every write carries the term's token for the resource to check.
 func ExampleTerm_EnsureValid() {

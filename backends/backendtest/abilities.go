@@ -76,6 +76,50 @@ func testNotify(t *testing.T, h *Harness) {
 	}
 }
 
+// A1, §13: a group member's watcher of a partition is called when another
+// member releases it, and when the holder's session closes, though the
+// watcher's session was never refused the partition: members contend only
+// for the partitions that are free in their view, so a store that wakes
+// only the sessions it refused would leave a graceful leave's partitions
+// idle until the members' next renewal. Skipped unless sessions implement
+// backends.Notifier.
+func testNotifyMembers(t *testing.T, h *Harness) {
+	e := newEnv(t, h)
+	a, _ := e.open()
+	b, _ := e.open()
+	nb, ok := b.(backends.Notifier)
+	if !ok {
+		lacking(t, fmt.Sprintf("sessions (%T) do not implement backends.Notifier", b))
+	}
+	for _, s := range []backends.Session{a, b} {
+		if err := s.Join(e.ctx, "grp", 2); err != nil {
+			t.Fatalf("Join: %v", err)
+		}
+	}
+	part := backends.PartitionName("grp", 1)
+	var fired atomic.Int64
+	stop := nb.Watch(part, func() { fired.Add(1) })
+	defer stop()
+	e.sleep(e.poll()) // Watch may start late, as in Notify
+	waitFired := func(what string, from int64) {
+		t.Helper()
+		if !e.eventually(h.ExpiryGrace, func() bool { return fired.Load() > from }, b) {
+			t.Errorf("a member's watcher of %s not called within %v of %s (A1, §13)", part, h.ExpiryGrace, what)
+		}
+	}
+	g := e.acquire(a, part)
+	n := fired.Load()
+	e.release(a, part, g.Token)
+	waitFired("another member's release", n)
+
+	e.acquire(a, part)
+	n = fired.Load()
+	if err := a.Close(e.ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	waitFired("the holder's Close (S4)", n)
+}
+
 // §13, D1: a backend that implements backends.StoreClock reads its clock in
 // StoreTime and reports the same clock in every renewal's StoreTime.
 func testStoreClock(t *testing.T, h *Harness) {

@@ -153,6 +153,7 @@ var cases = []struct {
 	{"MembershipDiesWithSession", testMembershipDiesWithSession},
 	{"InvalidNames", testInvalidNames},
 	{"Notify", testNotify},
+	{"NotifyMembers", testNotifyMembers},
 	{"StoreClock", testStoreClock},
 	{"Inspect", testInspect},
 	{"EndedContext", testEndedContext},

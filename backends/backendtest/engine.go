@@ -102,6 +102,8 @@ var engineCases = []struct {
 	{"CutOff", testCutOff},
 	{"SlowPath", testSlowPath},
 	{"ExpiredBehindBack", testExpiredBehindBack},
+	{"Semaphore", testSemaphore},
+	{"HandOver", testHandOver},
 }
 
 // config is the clients' configuration.

@@ -5,6 +5,8 @@
 // simbamysql, not mysql, so that it names what it is next to
 // go-sql-driver/mysql.
 //
+// Rule names such as C2 refer to docs/design.md in the repository.
+//
 // It implements the contract of package backends in full — sessions
 // implement [backends.Session] and [backends.Notifier], the backend
 // [backends.Backend], [backends.StoreClock] and [backends.Inspector] — and

@@ -4,6 +4,8 @@
 // notifications by LISTEN/NOTIFY. Its package name is simbapg, not postgres,
 // so that it names what it is next to pgx's packages.
 //
+// Rule names such as C2 refer to docs/design.md in the repository.
+//
 // It implements the contract of package backends in full — sessions
 // implement [backends.Session] and [backends.Notifier], the backend
 // [backends.Backend], [backends.StoreClock] and [backends.Inspector] — and

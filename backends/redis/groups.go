@@ -13,7 +13,7 @@ func (s *session) Join(ctx context.Context, group string, partitions int) error 
 	if err := args.Group("join", group, partitions); err != nil {
 		return err
 	}
-	r, err := s.b.run(ctx, scriptJoin, "join", s.idArg, group, partitions)
+	r, err := s.b.run(ctx, scriptJoin, "join", s.idArg, group, partitions, s.b.node)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,9 @@ const metaAbout = "Simba leases, key layout " + layoutVersion + ": github.com/si
 //	{p}:g:<group>     hash: parts, epoch; exists while the group has members
 //	{p}:m:<group>     set: the group's member session ids
 //	{p}:h:<group>     hash: partition index → holder session id
+//	{p}:k:<group>     hash: member session id → its backend's node id, so
+//	                  that a partition's release wakes every member's
+//	                  backend (lib/wake_members.lua)
 //	{p}:q:<name>      zset: the backends (node ids) whose sessions were
 //	                  refused the lease → when, the latest 64; expires
 //	                  when nobody has waited for 2 × MaxLease
@@ -71,6 +74,7 @@ const (
 	tagGroup    = "g:"
 	tagMembers  = "m:"
 	tagHolders  = "h:"
+	tagNodes    = "k:"
 	tagWaiters  = "q:"
 	tagWake     = "w:"
 

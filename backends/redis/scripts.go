@@ -135,6 +135,7 @@ var luaTags = strings.NewReplacer(
 	"$GROUP", tagGroup,
 	"$MEMBERS", tagMembers,
 	"$PARTHOLDERS", tagHolders,
+	"$MEMBERNODES", tagNodes,
 	"$WAITERS", tagWaiters,
 	"$WAKE", tagWake,
 	"$SESSIONS", tagSessions,
@@ -172,8 +173,9 @@ var (
 	luaLeaveGroup     = helper(luaSource("lib/leave_group.lua"), luaNextRev)
 	luaReapLimits     = helper(luaSource("lib/reap_limits.lua"))
 	luaSetExpiry      = helper(luaSource("lib/set_expiry.lua"), luaSessions)
-	luaEndSession     = helper(luaSource("lib/end_session.lua"), luaTouchPartition, luaWake, luaLeaveGroup, luaSessions)
+	luaEndSession     = helper(luaSource("lib/end_session.lua"), luaTouchPartition, luaWake, luaWakeMembers, luaLeaveGroup, luaSessions)
 	luaWake           = helper(luaSource("lib/wake.lua"))
+	luaWakeMembers    = helper(luaSource("lib/wake_members.lua"))
 	luaWait           = helper(luaSource("lib/wait.lua"))
 	luaAlive          = helper(luaSource("lib/alive.lua"), luaClock)
 	luaCheckMeta      = helper(luaSource("lib/check_meta.lua"), luaInfo, luaClock, luaSessions, luaLayout)
@@ -218,7 +220,7 @@ var (
 )
 
 var (
-	scriptRelease  = newScript("release", luaSource("release.lua"), luaClock, luaTouchPart, luaWake)
+	scriptRelease  = newScript("release", luaSource("release.lua"), luaClock, luaTouchPart, luaWake, luaWakeMembers)
 	scriptHolder   = newScript("holder", luaSource("holder.lua"), luaClock, luaHolder, luaWait)
 	scriptPutValue = newScript("put value", luaSource("put_value.lua"), luaClock)
 	scriptJoin     = newScript("join", luaSource("join.lua"), luaAlive, luaPrune, luaNextRev)

@@ -4,6 +4,8 @@
 // at once when it is deleted. Its package name is simbazk, not zk, so that
 // it does not clash with go-zookeeper's package in code that uses both.
 //
+// Rule names such as C2 refer to docs/design.md in the repository.
+//
 // It implements the contract of package backends in full — sessions, leases,
 // values, groups, release notifications ([backends.Notifier]), the store's
 // clock ([backends.StoreClock]) and a read-only listing

@@ -4,6 +4,8 @@
 // generated wrapper checks before each batch that the term stays valid for
 // the step (E1) and passes the term, and so its fencing token, with it.
 //
+// Rule names such as G2 refer to docs/design.md in the repository.
+//
 // The ledger is a fenced resource (a fencing.Cell): it accepts a write
 // only with a token not lower than any it has accepted (F1). Midway, the
 // leader freezes between reading the ledger and writing it, as a process

@@ -6,6 +6,8 @@
 // tokens only grow, and that the fenced resource never accepted a stale
 // write. Everything is in the package's tests; `make test` runs it.
 //
+// Rule names such as H1 refer to docs/design.md in the repository.
+//
 // # Processes
 //
 // A node is the test binary started again (os.Args[0]) with SIMBA_FAULTS_NODE

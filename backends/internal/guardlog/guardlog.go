@@ -1,6 +1,9 @@
 // Package guardlog logs a backend's amnesia guard (§15) the same way in
 // every backend: one warning per guard period, not one per refused grant,
 // saying why grants wait, until when, and how to shorten the wait.
+//
+// Rule names and sections such as §15 refer to docs/design.md in the
+// repository.
 package guardlog
 
 import (

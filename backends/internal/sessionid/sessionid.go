@@ -1,5 +1,7 @@
 // Package sessionid makes the session ids of the backends whose stores do not
 // number sessions themselves: 128 random bits in hex, never reused (S2).
+//
+// Rule names such as S2 refer to docs/design.md in the repository.
 package sessionid
 
 import (

@@ -7,7 +7,8 @@
 -- Releasing takes five commands: the clock, one HMGET (the session's
 -- expiry and digest, the lease's record, whether anyone waits), one
 -- HDEL (the record), one HSET (the digest) and one ZREM (the owned
--- set); and the wake-up, only if someone waits.
+-- set); and the wake-up, only if someone waits — for a partition, of
+-- every member's backend (lib/wake_members.lua).
 
 local name = ARGV[3]
 local fh, ft = '$HOLDER' .. name, '$TOKEN' .. name
@@ -19,6 +20,9 @@ local n, v = tonumber(m[2] or '1') - 1, tonumber(m[3] or '0') + 1
 redis.call('HDEL', META, fh, ft) -- the value, if any, stays
 redis.call('HSET', META, fn, string.format('%d', n), fv, string.format('%d', v))
 redis.call('ZREM', P .. '$OWNED' .. SID, name)
-if ARGV[5] then touch_part(ARGV[5], tonumber(ARGV[6])) end
+if ARGV[5] then
+  touch_part(ARGV[5], tonumber(ARGV[6]))
+  wake_members(ARGV[5], name, SID)
+end
 if m[6] then wake(name, SID) end
 return {'OK', n, v}

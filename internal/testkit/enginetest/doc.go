@@ -4,4 +4,6 @@
 // records every term they hold in a termcheck.Recorder, and checks the term
 // invariant (never two valid terms of a name, tokens rising, callbacks
 // paired) when the test ends.
+//
+// Rule names such as L1 refer to docs/design.md in the repository.
 package enginetest

@@ -121,10 +121,10 @@ type TermRecord struct {
 	id termcheck.TermID
 }
 
-// Start starts the node's election for lease.
-func (n *Node) Start(lease string) *runtime.Election {
+// Start starts the node's election for lease, with opts.
+func (n *Node) Start(lease string, opts ...runtime.ElectionOption) *runtime.Election {
 	n.T.Helper()
-	e, err := n.C.StartElection(lease, n.Listener())
+	e, err := n.C.StartElection(lease, n.Listener(), opts...)
 	if err != nil {
 		n.T.Fatalf("node %s: StartElection(%q): %v", n.Name, lease, err)
 	}

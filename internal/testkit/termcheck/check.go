@@ -101,6 +101,16 @@ type Options struct {
 	// AtMost is how many terms of one name may be valid at once: 1 (and 0,
 	// the default) for a lease; more for a semaphore.
 	AtMost int
+
+	// Semaphores maps a semaphore's name to its size, for the terms of
+	// permits whose lease names PermitOf maps to that semaphore: besides the
+	// checks of each permit's own name (one valid term at a time, tokens
+	// rising), at most that many permits of one semaphore may be valid at
+	// once.
+	Semaphores map[string]int
+	// PermitOf returns the semaphore a lease name is a permit of, or false.
+	// It is needed with Semaphores.
+	PermitOf func(name string) (semaphore string, ok bool)
 }
 
 // Report is what [Check] found.
@@ -169,7 +179,33 @@ func Check(terms []Term, writes []Write, o Options) Report {
 		r.checkPairing(name, ts)
 		r.checkWrites(name, ts, writesOf[name])
 	}
+	r.checkSemaphores(terms, o)
 	return r
+}
+
+// checkSemaphores sweeps the terms of each semaphore's permits together, in
+// the order they began: a permit that begins while as many as the
+// semaphore's size are valid is an overlap of the semaphore.
+func (r *Report) checkSemaphores(terms []Term, o Options) {
+	if len(o.Semaphores) == 0 || o.PermitOf == nil {
+		return
+	}
+	bySem := map[string][]Term{}
+	for _, t := range terms {
+		if sem, ok := o.PermitOf(t.Name); ok {
+			bySem[sem] = append(bySem[sem], t)
+		}
+	}
+	sems := make([]string, 0, len(o.Semaphores))
+	for sem := range o.Semaphores {
+		sems = append(sems, sem)
+	}
+	slices.Sort(sems)
+	for _, sem := range sems {
+		ts := bySem[sem]
+		slices.SortStableFunc(ts, func(a, b Term) int { return cmp.Compare(a.Start, b.Start) })
+		r.checkOverlap(sem, ts, max(o.Semaphores[sem], 1))
+	}
 }
 
 func (r *Report) violate(k Kind, name, format string, args ...any) {

@@ -2,6 +2,7 @@ package termcheck
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -208,5 +209,41 @@ func TestRecorderConcurrent(t *testing.T) {
 	r.Begin("shared", "y", 2)
 	if n := r.Check(Options{}).Count(Overlap); n != 1 {
 		t.Errorf("%d overlaps with two open terms of one name; want 1", n)
+	}
+}
+
+// A semaphore's permits are checked together: at most its size valid at
+// once across its permits, each permit's tokens rising on their own (a
+// permit's token may be below another permit's that began earlier).
+func TestSemaphore(t *testing.T) {
+	permit := func(i int, node string, token int64, from, to int) Term {
+		return Term{Name: fmt.Sprintf("jobs.permit-%d", i), Node: node, Token: token, Start: ms(from), End: ms(to)}
+	}
+	o := Options{
+		Semaphores: map[string]int{"jobs": 2},
+		PermitOf: func(name string) (string, bool) {
+			sem, _, ok := strings.Cut(name, ".permit-")
+			return sem, ok
+		},
+	}
+	fine := []Term{
+		permit(0, "n1", 5, 0, 100),
+		permit(1, "n2", 4, 10, 100), // a lower token than permit 0's: another lease's
+		permit(0, "n3", 6, 100, 200),
+		permit(1, "n4", 9, 150, 300),
+		{Name: "other", Node: "n5", Token: 1, Start: ms(20), End: ms(300)},
+	}
+	if err := Check(fine, nil, o).Err(); err != nil {
+		t.Errorf("two permits of two at once: %v", err)
+	}
+	three := append(slices.Clone(fine), permit(2, "n6", 7, 160, 170))
+	r := Check(three, nil, o)
+	if len(r.Violations) != 1 || r.Count(Overlap) != 1 || r.Violations[0].Name != "jobs" ||
+		!strings.Contains(r.Violations[0].Msg, "at most 2 at once") {
+		t.Errorf("three permits of two at once: violations %v; want one overlap on jobs", r.Violations)
+	}
+	samePermit := append(slices.Clone(fine), permit(1, "n7", 10, 200, 250))
+	if n := Check(samePermit, nil, o).Count(Overlap); n != 1 {
+		t.Errorf("two terms of one permit at once: %d overlaps; want 1 (the permit's own)", n)
 	}
 }

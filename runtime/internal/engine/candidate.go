@@ -50,6 +50,8 @@ type contenderExtra struct {
 	taskEndCooldown time.Duration       // a task's: step-down cooldown when it returns early
 	lockW           Waiter              // Lock/TryLock: who gets the term
 	refusal         *backends.HeldError // the last refused attempt's holder, if any
+	handOverSeen    []byte              // the hand-over record last granted with, if any (handover.go)
+	deferUntil      Mono                // until when it gives the lease back to a successor
 }
 
 // extra returns c's extra fields, making them if need be.
@@ -225,8 +227,13 @@ func (m *Machine) acquireDone(p *pendingReq, res Result) {
 		// (advance ended the session otherwise), with a token above every
 		// token this session released for the name.
 		if wanted && live && (res.Grant.Token > s.released[c.name] || mutant == "token-not-above-released") {
-			m.adopt(c, s, res.Grant.Token, res.Grant.Value)
-			return
+			if !m.deferToSuccessor(c, s, res.Grant.Value) {
+				m.adopt(c, s, res.Grant.Token, res.Grant.Value)
+				m.adoptedHandOver(c, s, res.Grant.Value)
+				return
+			}
+			// A successor was named: give the lease back, and try again at
+			// the usual pace, not woken by releases (handover.go).
 		}
 		if live {
 			m.releaseUnwanted(s, c.name, res.Grant.Token)
@@ -242,6 +249,7 @@ func (m *Machine) acquireDone(p *pendingReq, res Result) {
 		var he *backends.HeldError
 		if errors.As(res.Err, &he) {
 			c.extra().refusal = he
+			m.successorSeen(c, he.Holder.Session)
 		}
 		if he != nil && he.Holder.Remaining > 0 {
 			wait := time.Duration(float64(he.Holder.Remaining)*(1+m.cfg.Drift)) + time.Millisecond
@@ -328,7 +336,7 @@ func (m *Machine) released(gen uint64, name string) {
 	if _, live := m.current(gen); !live {
 		return
 	}
-	if c := m.byName[name]; c != nil && c.phase == phCandidate {
+	if c := m.byName[name]; c != nil && c.phase == phCandidate && !c.deferring(m.now) {
 		c.retryAt = m.now
 		c.notified = c.attempt != 0 // the attempt in flight may have been refused before the release
 		m.wake(c)

@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/vocab"
 )
 
@@ -56,6 +57,17 @@ type Stop struct {
 	StepDown bool
 	Cooldown time.Duration
 	Waiter   Waiter
+}
+
+// HandOver hands election ID's term over to the session To (§13): the
+// leader records To in the lease's value, then steps down with the
+// hand-off order and contends again; the other candidates give the lease
+// back to To for a while. Waiter completes when the lease is released, or
+// with the error that left it held.
+type HandOver struct {
+	ID     ContenderID
+	To     backends.SessionID
+	Waiter Waiter
 }
 
 // StopGroup stops group ID (or steps it down for Cooldown): it leaves the
@@ -121,6 +133,7 @@ type DispatchFailed struct {
 }
 
 func (Start) isInput()          {}
+func (HandOver) isInput()       {}
 func (StartGroup) isInput()     {}
 func (Stop) isInput()           {}
 func (StopGroup) isInput()      {}

@@ -63,6 +63,8 @@ type pendingReq struct {
 	seq       uint64     // ReqOwned: adoptSeq when sent
 	g         *group     // ReqJoin, ReqLeave, ReqMembers
 	w         Waiter     // ReqPutValue
+	handOver  bool       // ReqPutValue: a hand-over's record (handover.go)
+	done      bool       // ReqPutValue: the successor's record over it
 }
 
 // New returns a machine with configuration cfg, whose only randomness (the
@@ -99,6 +101,8 @@ func (m *Machine) Step(now Mono, in Input) error {
 		return m.start(in)
 	case StartGroup:
 		return m.startGroup(in)
+	case HandOver:
+		m.handOver(m.byID[in.ID], in.To, in.Waiter)
 	case Stop:
 		if c := m.byID[in.ID]; c != nil {
 			m.stop(c, in.StepDown, in.Cooldown, in.Waiter)
@@ -261,7 +265,11 @@ func (m *Machine) reply(id RequestID, res Result) {
 	case ReqRelease:
 		m.releaseDone(p, res)
 	case ReqPutValue:
-		m.putValueDone(p, res)
+		if p.handOver {
+			m.handOverWritten(p, res)
+		} else {
+			m.putValueDone(p, res)
+		}
 	case ReqStoreTime:
 		m.storeTimeDone(p, res)
 	case ReqJoin, ReqLeave, ReqMembers:

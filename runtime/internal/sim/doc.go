@@ -9,6 +9,8 @@
 // resource accepts no stale write, that callbacks pair, and that a holder
 // appears soon after the faults end.
 //
+// Rule names such as L3 refer to docs/design.md in the repository.
+//
 // Every run is reproducible from its seed; a failing run prints the command
 // that replays it:
 //

@@ -22,7 +22,8 @@ local function end_session(id, budget)
       for i, name in ipairs(names) do
         if recs[2 * i - 1] == id then
           free[#free + 1], free[#free + 2] = '$HOLDER' .. name, '$TOKEN' .. name
-          touch_partition(name, nil)
+          local g = touch_partition(name, nil)
+          if g then wake_members(g, name, id) end
           if recs[2 * i] then wake(name, id) end
         end
       end
