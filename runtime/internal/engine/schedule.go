@@ -58,6 +58,9 @@ type run struct {
 	// slotReady is when slotAt was ready to run, on the store's clock: its
 	// instant, or when it was planned if later (a slot caught up)
 	slotReady time.Time
+	// claimed: slotAt is claimed in the store, and its run waits for a
+	// renewal that passes the step check
+	claimed bool
 	// afterRun: the plan follows a run of this term, so slots are skipped
 	// or run as spec.Overlap says, not as spec.CatchUp does
 	afterRun bool
@@ -177,7 +180,7 @@ func (m *Machine) planRun(t *term) {
 			r.state, r.status.HasNext, r.afterRun = runOver, false, false
 			return
 		}
-		r.slotAt, r.slotReady, r.afterRun = due, due, false
+		r.slotAt, r.slotReady, r.afterRun, r.claimed = due, due, false, false
 		if store.After(due) {
 			r.slotReady = store
 		}
@@ -233,7 +236,7 @@ func (m *Machine) runDue(t *term) {
 	}
 	t.taskRunning = true
 	t.c.tasks++
-	if r.spec.Timetable != nil {
+	if r.spec.Timetable != nil && !r.claimed {
 		m.claim(t)
 		return
 	}

@@ -39,24 +39,25 @@ func nextSlot(tt vocab.Timetable, t time.Time) (slot time.Time, ok bool) {
 // slots' density: the latest slot is the next one after the last instant x
 // in [lo, now) that still has a slot in (x, now].
 func latestSlot(tt vocab.Timetable, lo, now time.Time) (time.Time, bool) {
-	in := func(x time.Time) bool {
-		s, ok := nextSlot(tt, x)
-		return ok && !s.After(now)
+	// In whole milliseconds, like the slots: a slot in (lo, now] is one in
+	// (⌊lo⌋, ⌊now⌋], and none is in (⌊now⌋, now].
+	loMs, hiMs := lo.UnixMilli(), now.UnixMilli()
+	in := func(x int64) bool {
+		s, ok := nextSlot(tt, time.UnixMilli(x))
+		return ok && s.UnixMilli() <= hiMs
 	}
-	lo = time.UnixMilli(lo.UnixMilli()) // whole milliseconds, like the slots
-	if !lo.Before(now) || !in(lo) {
+	if loMs >= hiMs || !in(loMs) {
 		return time.Time{}, false
 	}
-	hi := now
-	for hi.Sub(lo) > time.Millisecond {
-		mid := time.UnixMilli(lo.UnixMilli() + hi.Sub(lo).Milliseconds()/2)
+	for hiMs-loMs > 1 { // in(loMs) and !in(hiMs)
+		mid := loMs + (hiMs-loMs)/2
 		if in(mid) {
-			lo = mid
+			loMs = mid
 		} else {
-			hi = mid
+			hiMs = mid
 		}
 	}
-	return nextSlot(tt, lo)
+	return nextSlot(tt, time.UnixMilli(loMs))
 }
 
 // planSlot finds the slot t's timetable runs next, on the store's clock
@@ -128,9 +129,18 @@ func (m *Machine) claim(t *term) {
 // later holder ends the term's runs; a claim whose fate is unknown (an
 // error, a timeout) may have been written, so the slot is passed over.
 func (m *Machine) claimDone(t *term, err error) {
+	r := t.run
 	switch {
-	case err == nil && !t.ended:
+	case err == nil && !t.ended && m.stepOK(t, r.spec.Step):
 		m.startRun(t)
+	case err == nil && !t.ended:
+		// The term no longer passes the step check (E1): the claimed slot
+		// waits for the next renewal, as an unclaimed one would.
+		r.claimed = true
+		t.taskRunning = false
+		t.c.tasks--
+		r.state = runWaitRenewal
+		m.waiting = append(m.waiting, t)
 	case errors.Is(err, backends.ErrNotHolder) || t.ended:
 		m.runFinished(t, true)
 	default:

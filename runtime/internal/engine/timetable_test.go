@@ -68,6 +68,25 @@ func TestLatestSlot(t *testing.T) {
 	}
 }
 
+// A clock between milliseconds: the search ends (it once looped when now
+// was 1.5ms past lo), and a slot after ⌊now⌋ is not yet due.
+func TestLatestSlotBetweenMilliseconds(t *testing.T) {
+	tt := every{d: time.Second}
+	for _, tc := range []struct {
+		lo, now time.Time
+		want    int64
+	}{
+		{ms(3998), ms(3999).Add(500 * time.Microsecond), -1},
+		{ms(3999), ms(4000).Add(500 * time.Microsecond), 4000},
+		{ms(3000).Add(300 * time.Microsecond), ms(4001).Add(700 * time.Microsecond), 4000},
+	} {
+		got, ok := latestSlot(tt, tc.lo, tc.now)
+		if tc.want < 0 && ok || tc.want >= 0 && (!ok || got.UnixMilli() != tc.want) {
+			t.Errorf("(%v, %v]: got %v, %v; want %d", tc.lo, tc.now, got.UnixMilli(), ok, tc.want)
+		}
+	}
+}
+
 type countingTimetable struct {
 	tt    vocab.Timetable
 	calls *int
