@@ -84,7 +84,7 @@
 // # Schedules
 //
 // [Client.StartSchedule] runs work while this node leads a lease, at a fixed
-// rate or with a fixed delay between runs, after an initial delay counted
+// rate, with a fixed delay between runs, or on a cron schedule (below), after an initial delay counted
 // from each election, with EnsureValid(step) before every run. Fixed-rate
 // runs are numbered by slot on the store's clock, never a node's; the last
 // slot that succeeded is written beside the lease with the term's token, so
