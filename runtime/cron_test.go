@@ -328,3 +328,59 @@ func TestTimetable(t *testing.T) {
 		}
 	})
 }
+
+// R1, R2: a partition group on a cron schedule claims each partition's
+// slots in the partition's own lease; a member's step-down moves
+// partitions without a slot of any partition running twice.
+func TestCronGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		type key struct {
+			part int
+			slot int64
+		}
+		var mu sync.Mutex
+		runs := map[key]int{}
+		fn := func(ctx context.Context, _ *runtime.Term, part int) error {
+			slot, ok := runtime.ScheduledSlot(ctx)
+			if !ok {
+				t.Error("a partition's cron run without a slot")
+			}
+			mu.Lock()
+			runs[key{part, slot.UnixMilli()}]++
+			mu.Unlock()
+			return nil
+		}
+		var groups []*runtime.Group
+		var clients []*runtime.Client
+		for range 2 {
+			c := newClient(t, store)
+			clients = append(clients, c)
+			g, err := c.StartGroup("nightly", 4, runtime.Schedule{Cron: "*/5 * * * * *", CatchUp: 5 * time.Second}, fn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups = append(groups, g)
+		}
+		time.Sleep(22 * time.Second)
+		if err := groups[0].StepDown(context.Background(), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Second)
+		for _, c := range clients {
+			closeClient(t, c)
+		}
+		perPart := map[int]int{}
+		for k, n := range runs {
+			if n != 1 {
+				t.Errorf("partition %d ran slot %v %d times", k.part, time.UnixMilli(k.slot).UTC(), n)
+			}
+			perPart[k.part]++
+		}
+		for p := range 4 {
+			if perPart[p] < 8 {
+				t.Errorf("partition %d ran %d slots in 52s of 5s slots; want at least 8", p, perPart[p])
+			}
+		}
+	})
+}
