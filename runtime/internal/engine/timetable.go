@@ -119,9 +119,15 @@ func (m *Machine) claim(t *term) {
 		m.runFinished(t, true)
 		return
 	}
+	req := Request{Kind: ReqPutValue, Gen: s.gen, Name: t.c.name, Token: t.token,
+		Value: schedulerecord.Encode(schedulerecord.Cron, r.slotAt), Timeout: s.period}
+	if mutant == "run-before-claim" {
+		m.send(req, &pendingReq{}) // the claim's answer is not awaited
+		m.startRun(t)
+		return
+	}
 	r.state = runClaiming
-	m.send(Request{Kind: ReqPutValue, Gen: s.gen, Name: t.c.name, Token: t.token,
-		Value: schedulerecord.Encode(schedulerecord.Cron, r.slotAt), Timeout: s.period}, &pendingReq{t: t})
+	m.send(req, &pendingReq{t: t})
 }
 
 // claimDone starts t's run once the store took its slot's claim. A term
