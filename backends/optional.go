@@ -26,8 +26,26 @@ type Notifier interface {
 	//
 	// The returned function stops the watch; after it returns, fn is not
 	// called again. It may be called more than once, but not from fn (it
-	// waits for a call of fn in progress).
+	// waits for a call of fn in progress). A nil fn watches nothing: Watch
+	// returns a stop that does nothing.
 	Watch(name string, fn func()) (stop func())
+}
+
+// HolderNotifier is implemented by sessions whose store tells each change
+// of a lease's holder as it happens (the memory store), so that a watcher
+// (the runtime's WatchHolder) sees every holder, short holds included, in
+// order; a [Notifier] only hints that a lease may have become free, and
+// the watcher then reads the holder, missing holds shorter than a read.
+type HolderNotifier interface {
+	// WatchHolder calls fn with each change of the holder of name, in the
+	// order the store made them: after a grant, the new holder (Session,
+	// Identity, Token and Remaining); after a release, or the end of the
+	// holder's session, a Holder with no Session and the Token of the term
+	// that ended. Changes made before WatchHolder returned may or may not
+	// be told. fn must return quickly and must not call the session; calls
+	// of one watch never overlap. The returned function stops the watch;
+	// after it returns, fn is not called again. A nil fn watches nothing.
+	WatchHolder(name string, fn func(Holder)) (stop func())
 }
 
 // StoreClock is implemented by backends whose store has a clock that all
@@ -68,6 +86,15 @@ type Inventory struct {
 
 	// Groups are the groups with members, sorted by name.
 	Groups []GroupInfo
+
+	// Recovering is set while the store's amnesia guard refuses every
+	// grant (§15), as an acquire would be refused then; nil when it grants,
+	// and where the backend cannot tell without writing. Memory, Redis,
+	// PostgreSQL (with the MaxLease the backend was opened with), ZooKeeper
+	// (measured on this host's clock when read-only) and etcd tell; a
+	// Redis namespace nobody has used since a restart starts its guard at
+	// the first call, which Inspect does not make.
+	Recovering *RecoveringError
 }
 
 // SessionInfo describes one live session in an [Inventory].

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -171,14 +172,17 @@ func (d *driver) makeCalls(name string, until time.Time, calls []pendingCall) {
 // applyInline applies input with the calls of name handed to this caller,
 // and appends them to calls.
 func (d *driver) applyInline(name string, until time.Time, input func(now mono), calls []pendingCall) []pendingCall {
-	calls = d.applyInlineLocked(name, until, input, calls)
+	var buf [4]*serialQueue
+	calls, kicks := d.applyInlineLocked(name, until, input, calls, buf[:0])
+	kickCallbacks(kicks)
 	// The events the input caused, this caller delivers (see queueEvent):
 	// a few, before its calls go out; more go to a goroutine.
 	d.events.runHere(inlineEvents)
 	return calls
 }
 
-func (d *driver) applyInlineLocked(name string, until time.Time, input func(now mono), calls []pendingCall) []pendingCall {
+func (d *driver) applyInlineLocked(name string, until time.Time, input func(now mono), calls []pendingCall,
+	kicks []*serialQueue) ([]pendingCall, []*serialQueue) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	in := &d.inl
@@ -189,17 +193,26 @@ func (d *driver) applyInlineLocked(name string, until time.Time, input func(now 
 	calls = append(calls, in.calls...)
 	clear(in.calls)
 	in.active, in.name, in.calls = false, "", in.calls[:0]
-	return calls
+	return calls, d.takeKicks(kicks)
 }
 
 // inlineEvents is how many events an API caller delivers itself per input
 // (applyInline), at most.
 const inlineEvents = 8
 
-// invoke makes the backend call of p, bounded by its deadline (D2).
+// invoke makes the backend call of p, bounded by its deadline (D2). A
+// backend that panics fails the call with a *PanicError: the call runs on
+// a goroutine of the client's, where a panic would end the process.
 func (d *driver) invoke(p pendingCall) (res engine.Result, opened backends.Session) {
 	ctx := &callCtx{deadline: p.deadline}
 	defer ctx.end()
+	defer func() {
+		if v := recover(); v != nil {
+			res = engine.Result{Err: fmt.Errorf("simba: %v: the backend (%T) panicked: %w", p.req.Kind, d.backend,
+				&PanicError{Value: v, Stack: debug.Stack()})}
+			opened = nil
+		}
+	}()
 	req, s := p.req, p.s
 	switch req.Kind {
 	case engine.ReqOpen:
@@ -237,6 +250,9 @@ func (d *driver) invoke(p pendingCall) (res engine.Result, opened backends.Sessi
 
 // replied hands the core the reply to req. The caller holds d.mu.
 func (d *driver) replied(now mono, req engine.Request, res engine.Result, opened backends.Session) {
+	if req.Kind == engine.ReqAcquire {
+		d.noteGuard(now, req.Name, res.Err)
+	}
 	switch {
 	case opened != nil:
 		d.sessions[req.Gen] = opened
@@ -245,8 +261,10 @@ func (d *driver) replied(now mono, req engine.Request, res engine.Result, opened
 			stop()
 		}
 		delete(d.watches, req.Gen)
-		delete(d.sessions, req.Gen)
-		delete(d.deadlines, req.Gen)
+		if res.Err == nil || !req.Again { // else the core may close it again (engine/lost.go)
+			delete(d.sessions, req.Gen)
+			delete(d.deadlines, req.Gen)
+		}
 	}
 	d.m.StepReply(now, &engine.Reply{ID: req.ID, Result: res})
 }

@@ -46,6 +46,7 @@ type options struct {
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithObserver sets a hook that receives the engine's events, for metrics.
+// A nil Observer, or an interface holding a nil pointer, is none.
 func WithObserver(ob Observer) Option { return func(o *options) { o.observer = ob } }
 
 // WithCallbackExecutor sets how listener callbacks get a goroutine: exec must
@@ -54,6 +55,12 @@ func WithObserver(ob Observer) Option { return func(o *options) { o.observer = o
 // one election still run one at a time, in order (L2); if exec refuses
 // an elected callback, the term is given up without callbacks (L6); a
 // refused revoked callback runs on a goroutine of the client's (L1).
+//
+// A direct executor, func(f func()) error { f(); return nil }, runs each
+// callback on the client's goroutine that produced it, never under the
+// client's lock: its callbacks may call the client, and must return
+// quickly, since the client's other work on that goroutine (a renewal, a
+// timer) waits for them.
 func WithCallbackExecutor(exec func(f func()) error) Option {
 	return func(o *options) { o.exec = exec }
 }
@@ -79,8 +86,8 @@ func DefaultIdentity() string {
 // client on b: it opens a session in the background and keeps it alive. Use
 // [Client.Ready] to wait until the session is open.
 func NewClient(b backends.Backend, cfg Config, opts ...Option) (*Client, error) {
-	if b == nil {
-		return nil, errors.New("simba: NewClient: nil backend")
+	if isNil(b) {
+		return nil, fmt.Errorf("simba: NewClient: nil backend (%T): %w", b, ErrNilArgument)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -93,6 +100,9 @@ func NewClient(b backends.Backend, cfg Config, opts ...Option) (*Client, error) 
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
+	}
+	if isNil(o.observer) {
+		o.observer = nil // a typed nil, as a nil option, is none: each event would panic in it
 	}
 	if !o.identitySet {
 		o.identity = DefaultIdentity()
@@ -133,6 +143,9 @@ func (c *Client) Identity() string { return c.identity }
 // every term and lets the session's close release them all at once, rather
 // than one release each; each revoked callback still follows the release.
 func (c *Client) Close(ctx context.Context) error {
+	if err := checkContext("close", ctx); err != nil {
+		return err
+	}
 	if err := c.d.close(ctx); err != nil {
 		return fmt.Errorf("simba: close: %w", err)
 	}
@@ -142,6 +155,9 @@ func (c *Client) Close(ctx context.Context) error {
 // Ready waits until the client has a live session, and returns nil; or until
 // ctx ends, and returns an error that includes the backend's last error.
 func (c *Client) Ready(ctx context.Context) error {
+	if err := checkContext("ready", ctx); err != nil {
+		return err
+	}
 	last, err := c.d.awaitLive(ctx)
 	switch {
 	case err == nil:

@@ -254,6 +254,7 @@ func TestCronBadInput(t *testing.T) {
 			{runtime.Schedule{Cron: "@daily", Timetable: everyMinute{}}, "more than one of"},
 			{runtime.Schedule{Rate: time.Second, Location: paris}, "Schedule.Location = Europe/Paris; want nil unless Schedule.Cron is set"},
 			{runtime.Schedule{Cron: "@daily", CatchUp: -time.Second}, "Schedule.CatchUp = -1s"},
+			{runtime.Schedule{Cron: "@daily", CatchUp: runtime.MaxDuration + 1}, "Schedule.CatchUp = "},
 			{runtime.Schedule{Rate: time.Second, CatchUp: time.Second}, "Schedule.CatchUp = 1s; want 0 unless"},
 			{runtime.Schedule{Rate: time.Second, Overlap: runtime.OverlapAfter}, "Schedule.Overlap = after; want OverlapSkip unless"},
 			{runtime.Schedule{Cron: "@daily", Overlap: 7}, "Schedule.Overlap = Overlap(7)"},
@@ -279,10 +280,10 @@ type everyMinute struct{}
 
 func (everyMinute) Next(t time.Time) time.Time { return t.Truncate(time.Minute).Add(time.Minute) }
 
-// panicky panics after its first answers.
-type panicky struct{ calls *int }
+// panickyTimetable panics after its first answers.
+type panickyTimetable struct{ calls *int }
 
-func (p panicky) Next(t time.Time) time.Time {
+func (p panickyTimetable) Next(t time.Time) time.Time {
 	*p.calls++
 	if *p.calls > 3 {
 		panic("timetable broke")
@@ -301,7 +302,7 @@ func TestTimetable(t *testing.T) {
 			t.Fatal(err)
 		}
 		calls := 0
-		if _, err := c.StartSchedule("broken", runtime.Schedule{Timetable: panicky{&calls}}, broken.fn(0)); err != nil {
+		if _, err := c.StartSchedule("broken", runtime.Schedule{Timetable: panickyTimetable{&calls}}, broken.fn(0)); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(5*time.Minute + time.Second)

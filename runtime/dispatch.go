@@ -60,6 +60,19 @@ func (q *serialQueue) add(it queued) {
 	q.mu.Unlock()
 }
 
+// kick starts running q's items, as push does, if any are queued and none
+// runs (add queued them).
+func (q *serialQueue) kick() {
+	q.mu.Lock()
+	if q.running || len(q.items) == 0 {
+		q.mu.Unlock()
+		return
+	}
+	q.running = true
+	q.mu.Unlock()
+	q.next()
+}
+
 // runHere runs up to limit queued items, in order, on the caller's
 // goroutine, unless a goroutine runs them already; the rest, if any, go to
 // goroutines as push sends them.

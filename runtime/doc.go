@@ -140,6 +140,22 @@
 // maxSessionTimeout), the client renews every third of what it got and
 // reports [EventSessionLeaseShortened] (C2).
 //
+// A service reads its lease settings from its environment and flags,
+// without code of its own: [ConfigFromEnv]("SIMBA") reads
+// SIMBA_LEASE_DURATION, SIMBA_RENEW_INTERVAL, SIMBA_DRIFT, SIMBA_MARGIN,
+// SIMBA_RETRY_JITTER and SIMBA_MIN_BACKOFF (Go durations, Drift a number;
+// unset means the default), validated as [Config.Validate] does, the error
+// naming the variable; [RegisterConfigFlags] adds -simba-lease-duration
+// and the others to a flag.FlagSet, overriding what the environment said:
+//
+//	cfg, err := runtime.ConfigFromEnv("SIMBA")
+//	if err != nil {
+//		log.Fatal(err) // simba: invalid config: SIMBA_RENEW_INTERVAL = 5s; want <= …
+//	}
+//	runtime.RegisterConfigFlags(flag.CommandLine, &cfg)
+//	flag.Parse()
+//	client, err := runtime.NewClient(backend, cfg)
+//
 // # What no lease can promise
 //
 // A paused process can still land a write it started before the pause; a

@@ -61,13 +61,16 @@ type registry struct {
 	contenders map[engine.ContenderID]*started // elections, locks and schedules started
 	groupFns   map[engine.GroupID]PartitionFunc
 	waiters    map[engine.Waiter]chan waitResult
-	lockers    map[string]*locker // names whose Lock caller waits and makes the name's acquires (see locker)
-	lastID     uint64             // the last contender, group or waiter id handed out
-	sentAt     mono               // the time of the input being applied: when its requests are sent
-	inl        inline             // the API caller being applied, if it makes its own calls
-	freeWaits  []chan waitResult  // waiters' channels received from, for reuse
-	leaseCalls int                // lease calls on goroutines of their own (see maxLeaseCalls)
-	queued     []pendingCall      // lease calls waiting for one of those goroutines, oldest first
+	lockers    map[string]*locker             // names whose Lock caller waits and makes the name's acquires (see locker)
+	successors map[engine.ContenderID]*handle // an election accepting a hand-over → its successor lease's (handover.go)
+	lastID     uint64                         // the last contender, group or waiter id handed out
+	sentAt     mono                           // the time of the input being applied: when its requests are sent
+	inl        inline                         // the API caller being applied, if it makes its own calls
+	freeWaits  []chan waitResult              // waiters' channels received from, for reuse
+	leaseCalls int                            // lease calls on goroutines of their own (see maxLeaseCalls)
+	queued     []pendingCall                  // lease calls waiting for one of those goroutines, oldest first
+	kicks      []*serialQueue                 // callback queues filled under the mutex, to start once it is released
+	recovering guard                          // the store's amnesia guard, as the last refused acquire reported it
 }
 
 // started is the driver's half of an election, lock or schedule: what the
@@ -144,6 +147,7 @@ func newRegistry() registry {
 		groupFns:   make(map[engine.GroupID]PartitionFunc),
 		waiters:    make(map[engine.Waiter]chan waitResult),
 		lockers:    make(map[string]*locker),
+		successors: make(map[engine.ContenderID]*handle),
 		freeWaits:  make([]chan waitResult, 0, 4),
 	}
 }

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -38,8 +37,7 @@ func WithTaskEndCooldown(d time.Duration) ElectionOption {
 // [Client.StartElection].
 type Election struct {
 	handle
-	client    *Client
-	successor *handle // the lease that says it accepts a hand-over, if it does (handover.go)
+	client *Client // for HandOver's read of the successor's lease
 }
 
 // StartElection makes this node a candidate for the lease name: it tries to
@@ -57,8 +55,8 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 			opt(&o)
 		}
 	}
-	if o.taskEndCooldown < 0 {
-		return nil, &ConfigError{Field: "WithTaskEndCooldown", Value: o.taskEndCooldown.String(), Want: ">= 0"}
+	if err := checkCooldown("WithTaskEndCooldown", o.taskEndCooldown); err != nil {
+		return nil, err
 	}
 	var st *started // none for an election without listener or task (see started)
 	if l != nil || o.task != nil {
@@ -82,7 +80,7 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 	}
 	e := &Election{handle: handle{d: c.d, name: name, id: id}, client: c}
 	if successor != "" {
-		if e.successor, err = c.startSuccessor(successor); err != nil {
+		if err := c.startSuccessor(id, successor); err != nil {
 			e.stop(context.Background())
 			return nil, fmt.Errorf("simba: start election %q accepting a hand-over: %w", name, err)
 		}
@@ -104,10 +102,8 @@ func (e *Election) Term() *Term { return e.term() }
 // or task, Stop queues the request and returns nil (L5). Stopping a stopped
 // election returns nil.
 func (e *Election) Stop(ctx context.Context) error {
-	if e.successor != nil {
-		if err := e.successor.stop(ctx); err != nil {
-			return err
-		}
+	if err := e.d.stopSuccessor(ctx, e.id); err != nil {
+		return err
 	}
 	return e.stop(ctx)
 }
@@ -132,7 +128,10 @@ func (e *Election) StepDown(ctx context.Context, cooldown time.Duration) error {
 // closed under it.
 func (c *Client) RunWhileLeader(ctx context.Context, name string, fn TaskFunc, opts ...ElectionOption) error {
 	if fn == nil {
-		return errors.New("simba: RunWhileLeader: nil function")
+		return fmt.Errorf("simba: RunWhileLeader: nil function: %w", ErrNilArgument)
+	}
+	if err := checkContext("RunWhileLeader", ctx); err != nil {
+		return err
 	}
 	e, err := c.StartElection(name, nil, append(opts, WithTask(fn))...)
 	if err != nil {

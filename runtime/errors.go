@@ -43,6 +43,12 @@ var (
 	// ErrNotOwner reports a term passed to a client that did not create it.
 	ErrNotOwner = errors.New("term belongs to another client")
 
+	// ErrNilArgument reports a nil context, function, backend or
+	// registration passed to the API (or a typed nil: an interface holding
+	// a nil pointer). The error that wraps it names the call and the
+	// argument; the call does nothing else.
+	ErrNilArgument = errors.New("nil argument")
+
 	// ErrNotLeading reports a hand-over asked of an election that holds no
 	// term ([Election.HandOver]).
 	ErrNotLeading = engine.ErrNotLeading

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -32,11 +33,24 @@ var (
 // StartAll calls each start function in order and returns what they
 // started. If one fails, it stops those already started, newest first, and
 // returns the error joined with any error of those stops: a failed StartAll
-// leaves nothing running. Generated RegisterAll functions call it.
+// leaves nothing running. A nil start function, or one that returns a nil
+// Registration without an error, fails so, with an error matching
+// [ErrNilArgument] that gives its position. Generated RegisterAll functions
+// call it.
 func StartAll(starts ...func() (Registration, error)) ([]Registration, error) {
 	regs := make([]Registration, 0, len(starts))
-	for _, start := range starts {
-		r, err := start()
+	for i, start := range starts {
+		var r Registration
+		var err error
+		switch {
+		case start == nil:
+			err = fmt.Errorf("simba: StartAll: start function %d of %d is nil: %w", i+1, len(starts), ErrNilArgument)
+		default:
+			if r, err = start(); err == nil && isNil(r) {
+				err = fmt.Errorf("simba: StartAll: start function %d of %d returned a nil Registration (%T) and no error: %w",
+					i+1, len(starts), r, ErrNilArgument)
+			}
+		}
 		if err != nil {
 			for i := len(regs) - 1; i >= 0; i-- {
 				err = errors.Join(err, regs[i].Stop(context.Background()))

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -53,7 +52,7 @@ type Group struct {
 // partitions must be in [1, 65536] and every partition lease a valid name.
 func (c *Client) StartGroup(name string, partitions int, s Schedule, fn PartitionFunc) (*Group, error) {
 	if fn == nil {
-		return nil, errors.New("simba: StartGroup: nil function")
+		return nil, fmt.Errorf("simba: StartGroup: nil function: %w", ErrNilArgument)
 	}
 	if err := backends.ValidateGroup(name, partitions); err != nil {
 		return nil, fmt.Errorf("simba: start group: %w", err)

@@ -21,28 +21,51 @@ type handle struct {
 
 // stop hands over what the handle holds and ends it, waiting for the
 // hand-off or for ctx (L5 inside a callback or task).
-func (h *handle) stop(ctx context.Context) error { return h.stopInput(ctx, false, 0) }
+func (h *handle) stop(ctx context.Context) error {
+	if ctx == nil {
+		return h.nilContext("stop")
+	}
+	return h.stopInput(ctx, false, 0)
+}
+
+// what is "group " for a group's handle, "" otherwise.
+func (h *handle) what() string {
+	if h.group != 0 {
+		return "group "
+	}
+	return ""
+}
+
+// nilContext is the error of call op given a nil context (see misuse.go).
+func (h *handle) nilContext(op string) error {
+	return fmt.Errorf("simba: %s %s%q: nil context: %w", op, h.what(), h.name, ErrNilArgument)
+}
 
 // stepDown hands over what the handle holds and sits out for cooldown; it
-// refuses a negative cooldown and a handle already stopped.
+// refuses a cooldown outside [0, MaxDuration] and a handle already stopped
+// ([ErrStopped], or [ErrClosed] once the client is closing).
 func (h *handle) stepDown(ctx context.Context, cooldown time.Duration) error {
-	if cooldown < 0 {
-		return &ConfigError{Field: "cooldown", Value: cooldown.String(), Want: ">= 0"}
+	if ctx == nil {
+		return h.nilContext("step down")
 	}
-	var stopped bool
+	if err := checkCooldown("cooldown", cooldown); err != nil {
+		return err
+	}
+	var stopped, closing bool
 	h.d.query(func(m *engine.Machine) {
 		if h.group != 0 {
 			stopped = m.GroupRemoved(h.group)
 		} else {
 			stopped = m.Stopped(h.id)
 		}
+		state, c, _ := m.State()
+		closing = c || state == SessionClosed
 	})
+	if stopped && closing {
+		return fmt.Errorf("simba: step down %s%q: %w", h.what(), h.name, ErrClosed)
+	}
 	if stopped {
-		what := ""
-		if h.group != 0 {
-			what = "group "
-		}
-		return fmt.Errorf("simba: step down %s%q: %w", what, h.name, ErrStopped)
+		return fmt.Errorf("simba: step down %s%q: %w", h.what(), h.name, ErrStopped)
 	}
 	return h.stopInput(ctx, true, cooldown)
 }

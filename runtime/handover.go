@@ -24,14 +24,32 @@ func SuccessorName(name, identity string) string {
 	return name + ".successor-" + hex.EncodeToString(sum[:8])
 }
 
-// startSuccessor starts the election that holds an election's successor
-// lease: no listener, no task; only its term says the candidate is there.
-func (c *Client) startSuccessor(name string) (*handle, error) {
-	id, err := c.d.start(engine.Start{Name: name, Kind: engine.KindElection}, nil)
+// startSuccessor starts the election that holds the successor lease name
+// of election id: no listener, no task; only its term says the candidate
+// is there. The driver keeps it, so that an Election costs no more memory
+// for a feature few use.
+func (c *Client) startSuccessor(id engine.ContenderID, name string) error {
+	sid, err := c.d.start(engine.Start{Name: name, Kind: engine.KindElection}, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &handle{d: c.d, name: name, id: id}, nil
+	c.d.mu.Lock()
+	c.d.successors[id] = &handle{d: c.d, name: name, id: sid}
+	c.d.mu.Unlock()
+	return nil
+}
+
+// stopSuccessor stops the successor lease's election of election id, if
+// it has one.
+func (d *driver) stopSuccessor(ctx context.Context, id engine.ContenderID) error {
+	d.mu.Lock()
+	h := d.successors[id]
+	delete(d.successors, id)
+	d.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	return h.stop(ctx)
 }
 
 // HandOver hands the lease this election leads over to the node whose
@@ -54,7 +72,7 @@ func (c *Client) startSuccessor(name string) (*handle, error) {
 // returns nil and changes nothing.
 func (e *Election) HandOver(ctx context.Context, to string) error {
 	if ctx == nil {
-		return fmt.Errorf("simba: hand over %q: nil context", e.name)
+		return fmt.Errorf("simba: hand over %q: nil context: %w", e.name, ErrNilArgument)
 	}
 	if to == "" {
 		return fmt.Errorf("simba: hand over %q: empty identity; want the successor's WithIdentity", e.name)

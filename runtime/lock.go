@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/simba-go/simba/backends"
@@ -49,6 +48,9 @@ func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error
 	if err := backends.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("simba: lock: %w", err)
 	}
+	if err := checkContext("lock", ctx); err != nil {
+		return nil, err
+	}
 	l, err := c.d.startLock(ctx, engine.Start{Name: name, Kind: engine.KindLock, TryOnce: once})
 	if err != nil {
 		return nil, fmt.Errorf("simba: lock %q: %w", name, err)
@@ -69,7 +71,10 @@ func (c *Client) lock(ctx context.Context, name string, once bool) (*Term, error
 // answered or ctx ended. Unlocking a term that already ended returns nil.
 func (c *Client) Unlock(ctx context.Context, t *Term) error {
 	if t == nil {
-		return errors.New("simba: Unlock: nil term")
+		return fmt.Errorf("simba: Unlock: nil term: %w", ErrNilArgument)
+	}
+	if err := checkContext("unlock", ctx); err != nil {
+		return err
 	}
 	if t.owner != c.d {
 		return fmt.Errorf("simba: unlock %v: %w", t, ErrNotOwner)

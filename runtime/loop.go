@@ -14,13 +14,41 @@ import (
 // answers with the next input.
 
 // apply runs input under the driver's mutex, with the time now, and
-// performs the effects it produced.
+// performs the effects it produced; the callbacks they queued start once
+// the mutex is released (see kickCallbacks).
 func (d *driver) apply(input func(now mono)) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.sentAt = d.now()
 	input(d.sentAt)
 	d.flush()
+	var buf [4]*serialQueue
+	kicks := d.takeKicks(buf[:0])
+	d.mu.Unlock()
+	kickCallbacks(kicks)
+}
+
+// takeKicks appends to buf the callback queues that effects performed under
+// the mutex filled, and forgets them. The caller holds d.mu.
+func (d *driver) takeKicks(buf []*serialQueue) []*serialQueue {
+	if len(d.kicks) == 0 {
+		return buf
+	}
+	buf = append(buf, d.kicks...)
+	clear(d.kicks)
+	d.kicks = d.kicks[:0]
+	return buf
+}
+
+// kickCallbacks starts the callbacks queued on qs, each queue in order,
+// once the driver's mutex is released: an executor may run a callback on
+// the caller's goroutine (a direct executor, func(f func()) error { f();
+// return nil }), and a callback that ran under the mutex deadlocked the
+// client when it ended (its CallbackDone takes the mutex) — and any call
+// it made on the client would too.
+func kickCallbacks(qs []*serialQueue) {
+	for _, q := range qs {
+		q.kick()
+	}
 }
 
 // step hands the core one input and performs its effects; it returns the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/simba-go/simba/backends"
 )
@@ -32,15 +33,17 @@ func (f ObserverFunc) Observe(e Event) { f(e) }
 
 // Log attribute keys, in one place.
 const (
-	logKeyLease   = "lease"
-	logKeyToken   = "token"
-	logKeySession = "session"
-	logKeyState   = "state"
-	logKeyReason  = "reason"
-	logKeyErr     = "err"
-	logKeyLatency = "latency"
-	logKeyValid   = "validity"
-	logKeyStack   = "stack"
+	logKeyLease     = "lease"
+	logKeyToken     = "token"
+	logKeySession   = "session"
+	logKeyState     = "state"
+	logKeyReason    = "reason"
+	logKeyErr       = "err"
+	logKeyLatency   = "latency"
+	logKeyValid     = "validity"
+	logKeyStack     = "stack"
+	logKeyRemaining = "remaining"
+	logKeyUntil     = "until"
 )
 
 // logEvent writes e to logger at a level that fits it: warnings for what
@@ -74,6 +77,9 @@ func logEvent(logger *slog.Logger, e Event) {
 		attrs = append(attrs, slog.Duration(logKeyValid, e.Duration))
 	case EventSessionEnded, EventRevoked:
 		attrs = append(attrs, slog.String(logKeyReason, e.Reason.String()))
+	case EventStoreRecovering:
+		msg = recoveringMessage(e.Duration)
+		attrs = append(attrs, slog.Duration(logKeyRemaining, e.Duration), slog.Time(logKeyUntil, time.Now().Add(e.Duration)))
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.Any(logKeyErr, e.Err))
@@ -93,7 +99,7 @@ func eventLevel(e Event) slog.Level {
 		if e.State == SessionSuspended {
 			return slog.LevelWarn
 		}
-	case EventSessionLeaseShortened:
+	case EventSessionLeaseShortened, EventStoreRecovering:
 		return slog.LevelWarn
 	case EventSessionEnded, EventRevoked:
 		if e.Reason == ReasonDeadlinePassed || e.Reason == ReasonSessionExpired || e.Reason == ReasonTakenOver {

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -30,6 +29,8 @@ func validateSchedule(s Schedule, cfg Config, onceOK bool) error {
 		return &ConfigError{Field: "Schedule.Initial", Value: s.Initial.String(), Want: ">= 0"}
 	case s.Step < 0:
 		return &ConfigError{Field: "Schedule.Step", Value: s.Step.String(), Want: ">= 0"}
+	case s.Rate > vocab.MaxDuration || s.Delay > vocab.MaxDuration || s.Initial > vocab.MaxDuration || s.CatchUp > vocab.MaxDuration:
+		return scheduleBound(s)
 	}
 	// A step that can never pass: after a renewal the term has at most the
 	// local validity of a full grant left, and at least RenewInterval less
@@ -51,7 +52,7 @@ func validateSchedule(s Schedule, cfg Config, onceOK bool) error {
 // does not implement backends.StoreClock.
 func (c *Client) StartSchedule(name string, s Schedule, fn TaskFunc) (*ScheduledTask, error) {
 	if fn == nil {
-		return nil, errors.New("simba: StartSchedule: nil function")
+		return nil, fmt.Errorf("simba: StartSchedule: nil function: %w", ErrNilArgument)
 	}
 	if err := backends.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("simba: start schedule: %w", err)

@@ -72,7 +72,7 @@ func (s *Semaphore) Size() int { return len(s.permits) }
 // every permit is held (by other nodes, or by this client's own Acquires).
 func (s *Semaphore) TryAcquire(ctx context.Context) (*Term, error) {
 	if ctx == nil {
-		return nil, fmt.Errorf("simba: semaphore %q: TryAcquire: nil context", s.name)
+		return nil, fmt.Errorf("simba: semaphore %q: TryAcquire: nil context: %w", s.name, ErrNilArgument)
 	}
 	first := rand.IntN(len(s.permits))
 	for i := range s.permits {
@@ -153,7 +153,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Term, error) {
 // Releasing a permit that already ended returns nil.
 func (s *Semaphore) Release(ctx context.Context, t *Term) error {
 	if t == nil {
-		return fmt.Errorf("simba: semaphore %q: Release: nil term", s.name)
+		return fmt.Errorf("simba: semaphore %q: Release: nil term: %w", s.name, ErrNilArgument)
 	}
 	if !s.owns(t.Name()) {
 		return fmt.Errorf("simba: semaphore %q: Release of %v, which is not one of its permits", s.name, t)

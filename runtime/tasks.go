@@ -79,7 +79,8 @@ func ScheduledSlot(ctx context.Context) (start time.Time, ok bool) {
 // (EffDispatch). A callback that a ListenerFuncs leaves nil does nothing:
 // when the dispatcher is idle, it is done at once, with no goroutine (a bulk
 // Close of a client leading a million leases through such listeners would
-// start a million). The caller holds d.mu, in flush.
+// start a million). The caller holds d.mu, in flush; the callback starts
+// when the caller releases it.
 func (d *driver) dispatch(id engine.ContenderID, ct *started, t *Term, elected bool) {
 	if lf, ok := ct.listener.(ListenerFuncs); ok && (elected && lf.OnElected == nil || !elected && lf.OnRevoked == nil) &&
 		ct.queue.idle() {
@@ -113,7 +114,10 @@ func (d *driver) dispatch(id engine.ContenderID, ct *started, t *Term, elected b
 			d.step(engine.DispatchFailed{ID: id, Term: t.id, Err: err})
 		}()
 	}
-	ct.queue.push(queued{run: run, mustRun: !elected, rejected: rejected})
+	// Queued now, in order; started once the driver's mutex is released
+	// (kickCallbacks), since the executor may run it on this goroutine.
+	ct.queue.add(queued{run: run, mustRun: !elected, rejected: rejected})
+	d.kicks = append(d.kicks, ct.queue)
 }
 
 // maxDonesPerStep bounds the CallbackDone inputs one hold of the driver's

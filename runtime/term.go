@@ -101,9 +101,12 @@ func (t *Term) Remaining() time.Duration {
 // step that must not start when the term is about to end (E1). It
 // narrows the window in which a stale holder starts work but cannot close it:
 // a pause can follow the check, so writes still carry [Term.Token] (E2).
+//
+// A term that has ended, or whose deadline has passed, fails whatever min
+// is: a negative min asks for nothing more than validity now.
 func (t *Term) EnsureValid(min time.Duration) error {
 	r := t.Remaining()
-	if r > min {
+	if r > 0 && r > min {
 		return nil
 	}
 	return &TermExpiredError{Name: t.name, Token: t.token, Remaining: r, Min: min, Reason: t.Reason()}

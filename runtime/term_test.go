@@ -76,3 +76,33 @@ func TestTermSignalsOnDemand(t *testing.T) {
 		t.Errorf("a term never asked for Done or Context made its signals")
 	}
 }
+
+// E1: an ended term, and a term whose deadline has passed, fail EnsureValid
+// whatever the minimum asked, negative ones included; a valid term passes a
+// negative minimum.
+func TestEnsureValidEndedTermAlwaysFails(t *testing.T) {
+	mins := []time.Duration{-1 << 63, -time.Hour, -time.Nanosecond, 0, time.Nanosecond, time.Hour}
+	live := deadline{epoch: time.Now()}
+	live.set(mono(time.Hour))
+	passed := deadline{epoch: time.Now()}
+	passed.set(0)
+
+	ended := newTerm(nil, "report", 7, &live)
+	ended.end(ReasonStopped)
+	expired := newTerm(nil, "report", 8, &passed)
+	valid := newTerm(nil, "report", 9, &live)
+	for _, min := range mins {
+		for _, term := range []*Term{ended, expired} {
+			err := term.EnsureValid(min)
+			var te *TermExpiredError
+			if !errors.Is(err, ErrTermExpired) || !errors.As(err, &te) || te.Remaining != 0 || te.Min != min {
+				t.Errorf("%v (valid %v) EnsureValid(%v) = %v, want a *TermExpiredError with 0 remaining", term, term.Valid(), min, err)
+			}
+		}
+		if min < time.Minute {
+			if err := valid.EnsureValid(min); err != nil {
+				t.Errorf("valid term EnsureValid(%v) = %v, want nil", min, err)
+			}
+		}
+	}
+}

@@ -133,6 +133,13 @@ const (
 	// for the metrics adapters' runs-by-outcome series: it changes nothing
 	// in how schedules run.
 	EventRunSucceeded EventKind = vocab.EventRunSucceeded
+	// EventStoreRecovering: the store refused an acquire of Name because it
+	// is new or may have lost its state (its amnesia guard, design.md §15):
+	// no lease is granted for Duration. Err is the refusal, matching
+	// backends.ErrRecovering; it says why and how to shorten the wait.
+	// Logged as a warning, once per guard period; [Snapshot.Recovering]
+	// holds it meanwhile.
+	EventStoreRecovering EventKind = vocab.EventStoreRecovering
 )
 
 // Event is something the engine reports to an [Observer]. Only the fields
@@ -259,7 +266,24 @@ type ScheduleStatus = vocab.ScheduleStatus
 //	LastError   error               the backend's last failure, nil after a success
 //	Leases      []LeaseStatus       every election, lock and schedule started, in start order
 //	Groups      []GroupStatus       every partition group started, in start order
+//	Recovering  *Recovering         set while the store refuses grants after it was created
+//	                                or lost its state (its amnesia guard), nil otherwise
 type Snapshot = vocab.Snapshot
+
+// Recovering is the store's amnesia guard as a client met it (design.md
+// §15): an acquire refused with a backends.RecoveringError, because the
+// store is new or may have lost its state. No lease is granted, to this
+// client or any other, until Until: the store waits out the longest lease
+// it could have granted, which an old holder may still believe it holds;
+// the backend's simba_max_lease shortens the wait. Its fields:
+//
+//	Until     time.Time      when grants resume, on the local clock; zero if the store did
+//	                         not say (its error only wraps backends.ErrRecovering)
+//	Remaining time.Duration  time left until Until; 0 if the store did not say
+//	MaxLease  time.Duration  the guard's length, the store's longest lease; 0 if unknown
+//	Why       string         what the store may have lost, in the backend's words
+//	Err       error          the refusal, matching backends.ErrRecovering
+type Recovering = vocab.Recovering
 
 // LeaseStatus is one name's entry in a [Snapshot]. Its fields:
 //

@@ -14,8 +14,10 @@ import (
 
 // A1, S4: a watcher of a session that was refused the lease is called when
 // the lease is released and when its holder's session closes; not for other
-// names; never after stop returns; stop may be called twice. Skipped unless
-// sessions implement backends.Notifier.
+// names; never after stop returns; stop may be called twice. A watch with a
+// nil function watches nothing: the releases below must not call it (a nil
+// watch once panicked another session's release on the memory store).
+// Skipped unless sessions implement backends.Notifier.
 func testNotify(t *testing.T, h *Harness) {
 	e := newEnv(t, h)
 	a, _ := e.open()
@@ -28,6 +30,8 @@ func testNotify(t *testing.T, h *Harness) {
 	stop := nb.Watch("lease", func() { fired.Add(1) })
 	stopOther := nb.Watch("unrelated", func() { other.Add(1) })
 	defer stopOther()
+	stopNil := nb.Watch("lease", nil)
+	defer stopNil()
 	// Watch may start late (Redis subscribes, ZooKeeper sets a watch):
 	// give it a moment before the first release.
 	e.sleep(e.poll())

@@ -31,6 +31,7 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 		clientv3.OpGet(k.leases(), clientv3.WithPrefix()),
 		clientv3.OpGet(k.values(), clientv3.WithPrefix()),
 		clientv3.OpGet(k.groups(), clientv3.WithPrefix()),
+		clientv3.OpGet(k.guard()),
 	).Commit()
 	if err != nil {
 		return backends.Inventory{}, unavailable(ctx, op, "", err)
@@ -61,6 +62,9 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 	}
 	inv.Sessions = b.sessionInfos(ctx, sessions, held)
 	inv.Groups = b.groupInfos(rs[4].GetResponseRange().Kvs)
+	if guard := rs[5].GetResponseRange().Kvs; len(guard) == 1 {
+		inv.Recovering = b.recovering(ctx, guard[0]) // the amnesia guard of a prefix created anew
+	}
 	return inv, nil
 }
 

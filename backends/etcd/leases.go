@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -73,14 +74,14 @@ func (s *session) stillHeld(ctx context.Context, name string) (bool, error) {
 	if !s.isAlive(resp.Responses[2].GetResponseRange().Kvs) {
 		return false, nil // let the transaction say what became of the session
 	}
-	return s.refusedBy(op, name, resp.Header.Revision, resp.Responses[0].GetResponseRange().Kvs,
-		len(resp.Responses[1].GetResponseRange().Kvs) == 1)
+	return s.refusedBy(ctx, op, name, resp.Header.Revision, resp.Responses[0].GetResponseRange().Kvs,
+		resp.Responses[1].GetResponseRange().Kvs)
 }
 
 // refusedBy returns the refusal of Acquire by a lease key held by another
 // session or by the amnesia guard, read at rev, and records it for Watch;
 // false if neither refuses.
-func (s *session) refusedBy(op, name string, rev int64, lease []*mvccpb.KeyValue, guarded bool) (bool, error) {
+func (s *session) refusedBy(ctx context.Context, op, name string, rev int64, lease, guard []*mvccpb.KeyValue) (bool, error) {
 	if len(lease) == 1 && clientv3.LeaseID(lease[0].Lease) != s.lease {
 		s.refusal(name, rev)
 		holder, identity := parseLeaseRecord(lease[0].Value)
@@ -89,10 +90,9 @@ func (s *session) refusedBy(op, name string, rev int64, lease []*mvccpb.KeyValue
 		return true, fmt.Errorf("%s: %w", opName(op, name), &backends.HeldError{Name: name, Holder: backends.Holder{
 			Session: backends.SessionID(holder), Identity: identity, Token: t}})
 	}
-	if len(lease) == 0 && guarded {
+	if len(lease) == 0 && len(guard) == 1 {
 		s.refusal(name, rev)
-		return true, fmt.Errorf("%s: the prefix is new and may replace one etcd lost; no lease is granted until its amnesia guard (%v) has passed: %w (%w)",
-			opName(op, name), s.b.maxLease, backends.ErrRecovering, backends.ErrLeaseHeld)
+		return true, fmt.Errorf("%s: %w", opName(op, name), s.b.recovering(ctx, guard[0]))
 	}
 	return false, nil
 }
@@ -143,7 +143,7 @@ func (s *session) acquire(ctx context.Context, name string) (backends.Grant, err
 		s.forgetRefusal(name)
 		return backends.Grant{Token: t, Value: valueOf(rs[2]), Digest: d}, nil
 	}
-	if refused, err := s.refusedBy(op, name, resp.Header.Revision, lease, len(rs[1].GetResponseRange().Kvs) == 1); refused {
+	if refused, err := s.refusedBy(ctx, op, name, resp.Header.Revision, lease, rs[1].GetResponseRange().Kvs); refused {
 		return backends.Grant{}, err
 	}
 	return backends.Grant{}, errRetry
@@ -296,4 +296,17 @@ func (s *session) PutValue(ctx context.Context, name string, token backends.Toke
 		return s.expired(op, name)
 	}
 	return fmt.Errorf("%s: token %d: %w", opName(op, name), token, backends.ErrNotHolder)
+}
+
+// recovering is the refusal of the amnesia guard whose key is guard: a
+// *backends.RecoveringError, with the time its etcd lease has left (one
+// more read, made only while the guard stands), or MaxLease if etcd does
+// not say.
+func (b *Backend) recovering(ctx context.Context, guard *mvccpb.KeyValue) *backends.RecoveringError {
+	e := &backends.RecoveringError{Remaining: b.maxLease, MaxLease: b.maxLease,
+		Why: "the prefix " + b.keys.p + " is new and may replace one etcd lost"}
+	if r, err := b.cli.TimeToLive(ctx, clientv3.LeaseID(guard.Lease)); err == nil && r.TTL > 0 {
+		e.Remaining = time.Duration(r.TTL) * time.Second
+	}
+	return e
 }

@@ -20,6 +20,9 @@ import (
 // cancels (a compaction past its start, a member that lost its leader)
 // calls fn once, as a hint, and starts again from the present.
 func (s *session) Watch(name string, fn func()) (stop func()) {
+	if fn == nil { // backends.Notifier: a nil fn watches nothing
+		return func() {}
+	}
 	s.mu.Lock()
 	if s.dead != nil || s.watchCtx == nil {
 		s.mu.Unlock()

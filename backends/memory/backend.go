@@ -57,6 +57,12 @@ type Store struct {
 	// released; pendingAll, that every watch is to be woken.
 	pending    []release
 	pendingAll bool
+
+	// holders are the changes of holder that HolderNotifier watches are
+	// told, in the order the store made them (guarded by mu), delivered
+	// once mu is released by whichever call holds fireMu, so that two calls
+	// never deliver them out of order (see holders.go).
+	holders holderFeed
 }
 
 // Option configures a [Store] built by [New].
@@ -218,7 +224,11 @@ func (s *Store) lock() int64 {
 func (s *Store) unlock() {
 	pending, all := s.pending, s.pendingAll
 	s.pending, s.pendingAll = nil, false
+	changed := len(s.holders.queue) > 0
 	s.mu.Unlock()
+	if changed {
+		s.deliverHolders()
+	}
 	if all {
 		s.watches.FireAll()
 		return

@@ -115,6 +115,9 @@ func (f *Faults) ExpireSession(id backends.SessionID) bool {
 func (f *Faults) Restart() {
 	s := f.s
 	now := s.lock()
+	for name, l := range s.leases {
+		s.holderChanged(name, backends.Holder{Token: l.token}) // lost with the rest
+	}
 	s.reset()
 	s.guardUntil = now + int64(s.maxLease)
 	s.pendingAll = true

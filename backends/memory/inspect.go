@@ -17,6 +17,7 @@ func (s *Store) Inspect(ctx context.Context) (backends.Inventory, error) {
 	var inv backends.Inventory
 	err := s.call(ctx, mInspect, func(now int64) error {
 		inv.StoreTime = storeTime(now)
+		inv.Recovering = s.recovering(now)
 		live := func(rec *sessionRec) bool { return rec.expiry > now }
 		for _, rec := range s.sessions {
 			if live(rec) {
@@ -53,4 +54,14 @@ func (s *Store) Inspect(ctx context.Context) (backends.Inventory, error) {
 	slices.SortFunc(inv.Leases, func(a, b backends.LeaseInfo) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(inv.Groups, func(a, b backends.GroupInfo) int { return cmp.Compare(a.Name, b.Name) })
 	return inv, err
+}
+
+// recovering returns the amnesia guard's refusal at now, or nil outside
+// the guard. The caller holds the store's mutex.
+func (s *Store) recovering(now int64) *backends.RecoveringError {
+	if now >= s.guardUntil {
+		return nil
+	}
+	return &backends.RecoveringError{Remaining: time.Duration(s.guardUntil - now), Until: storeTime(s.guardUntil),
+		MaxLease: s.maxLease, Why: "the store restarted and lost its state (Faults.Restart)"}
 }

@@ -28,13 +28,13 @@ func (c *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 			g = backends.Grant{Token: l.token, Value: clone(s.values[name]), Digest: s.digest(rec)}
 			return nil
 		}
-		if now < s.guardUntil {
-			return fmt.Errorf("memory: acquire %q: %w", name, &backends.RecoveringError{
-				Remaining: time.Duration(s.guardUntil - now), Until: storeTime(s.guardUntil), MaxLease: s.maxLease,
-				Why: "the store restarted and lost its state (Faults.Restart)"})
+		if e := s.recovering(now); e != nil {
+			return fmt.Errorf("memory: acquire %q: %w", name, e)
 		}
 		tok := s.nextToken(now)
-		s.leases[name] = &leaseRec{holder: rec, token: tok}
+		l := &leaseRec{holder: rec, token: tok}
+		s.leases[name] = l
+		s.holderChanged(name, l.describe(now))
 		rec.owned[name] = tok
 		rec.version++
 		s.touchPartition(name)
@@ -115,6 +115,9 @@ func clone(b []byte) []byte {
 // other than its holder, from. The caller updates the holder's owned set.
 // Called with mu held.
 func (s *Store) dropLease(from backends.SessionID, name string) {
+	if l := s.leases[name]; l != nil {
+		s.holderChanged(name, backends.Holder{Token: l.token})
+	}
 	delete(s.leases, name)
 	s.touchPartition(name)
 	s.pending = append(s.pending, release{from, name})

@@ -252,6 +252,7 @@ type statements struct {
 	join, leave, members, close                                string
 	inspectSessions, inspectLeases, inspectGroups              string
 	version                                                    string
+	guard                                                      string // when the amnesia guard started, relative to now (µs), read by Inspect
 }
 
 func newStatements(schema string) statements {
@@ -282,6 +283,7 @@ func newStatements(schema string) statements {
 		inspectLeases:   call("inspect_leases", 2),
 		inspectGroups:   call("inspect_groups", 2),
 		version:         "SELECT version, coalesce(obj_description('" + s + "meta'::regclass, 'pg_class'), '') FROM " + s + "meta",
+		guard:           "SELECT CASE WHEN isfinite(guard_from) THEN floor(extract(epoch FROM guard_from - clock_timestamp()) * 1000000)::bigint END FROM " + s + "meta",
 	}
 }
 

@@ -3,6 +3,7 @@ package simbapg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -53,6 +54,22 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 		if inv.StoreTime, err = b.StoreTime(ctx); err != nil {
 			return inv, err
 		}
+	}
+	// The amnesia guard: no lease is granted before guard_from + MaxLease
+	// (meta, which every role may read), with this backend's MaxLease.
+	// guard_from is -infinity where the guard is off (WithoutGuard).
+	var sinceUS *int64
+	if err := b.retry(ctx, "inspect", "", func() error {
+		return b.pool.QueryRow(ctx, b.sql.guard).Scan(&sinceUS)
+	}); err != nil {
+		if !errors.Is(err, backends.ErrUnavailable) {
+			err = storeerr.Unavailable(ctx, "simbapg", "inspect", err)
+		}
+		return inv, err
+	}
+	if left := time.Duration(deref(sinceUS))*time.Microsecond + b.maxLease; sinceUS != nil && left > 0 {
+		inv.Recovering = &backends.RecoveringError{Remaining: left, Until: inv.StoreTime.Add(left), MaxLease: b.maxLease,
+			Why: fmt.Sprintf(whyRecovering, b.schema)}
 	}
 	inv.Leases, err = pages(ctx, b, b.sql.inspectLeases, func(rows pgx.Rows) (backends.LeaseInfo, string, error) {
 		var (

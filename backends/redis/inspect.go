@@ -30,11 +30,12 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 		return backends.Inventory{}, fmt.Errorf("simbaredis: inspect: %w", backends.ErrClosed)
 	}
 	var inv backends.Inventory
-	layout, err := b.client.HGet(ctx, b.keys.meta(), "layout").Result()
-	if err != nil && err != redis.Nil {
+	meta, err := b.client.HMGet(ctx, b.keys.meta(), "layout", "guard").Result()
+	if err != nil {
 		return inv, b.unavailable(ctx, "inspect", err)
 	}
-	if err == nil && layout != layoutVersion {
+	layout, hasLayout := meta[0].(string)
+	if hasLayout && layout != layoutVersion {
 		return inv, fmt.Errorf("simbaredis: inspect: namespace %s has key layout version %s, this package uses %s: %w",
 			b.keys, layout, layoutVersion, ErrLayout)
 	}
@@ -44,6 +45,16 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 	}
 	inv.StoreTime = now.UTC()
 	nowUS := now.UnixMicro()
+	// The amnesia guard, as the namespace records it: an acquire now would
+	// be refused until then. (A loss not yet noticed — a restart nobody
+	// has called since — starts its guard at the first guarded call.)
+	if g, _ := meta[1].(string); g != "" {
+		if f, err := strconv.ParseFloat(g, 64); err == nil && int64(f) > nowUS {
+			until := int64(f)
+			inv.Recovering = &backends.RecoveringError{Remaining: fromMicros(until - nowUS), Until: storeTime(until),
+				MaxLease: b.maxLease, Why: whyRecovering}
+		}
+	}
 
 	// The live sessions: a cursor over the sessions set.
 	expiry := make(map[string]int64)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -49,6 +50,18 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 	}
 	if err != nil {
 		return inv, b.adminErr(ctx, op, err)
+	}
+	// The amnesia guard of a root created anew: measured on the store's
+	// clock where it was read, else on this host's (a read-only Inspect
+	// does not write the clock node it reads the store's clock from).
+	now := inv.StoreTime
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if now.Before(gen.guardEnd) {
+		inv.Recovering = &backends.RecoveringError{Remaining: gen.guardEnd.Sub(now), Until: gen.guardEnd.UTC(),
+			MaxLease: gen.guardEnd.Sub(time.UnixMilli(gen.ctime)),
+			Why:      b.whyRecovering()}
 	}
 	var sids, groups []string
 	err = b.adminDo(ctx, op, func(c *zk.Conn) error {

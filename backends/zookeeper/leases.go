@@ -23,6 +23,12 @@ func (s *session) storeNow() (time.Time, bool) {
 	return s.storeTime.Add(time.Since(s.storeAt)), true
 }
 
+// whyRecovering is what the amnesia guard of the root says it guards
+// against.
+func (b *Backend) whyRecovering() string {
+	return "the root " + b.root + " is new or was created again, and may replace one ZooKeeper lost"
+}
+
 // recovering is the refusal of an acquisition of name within the amnesia
 // guard, wait before its end; it logs the guard once per guard period.
 func (s *session) recovering(name string, wait time.Duration) error {
@@ -30,7 +36,7 @@ func (s *session) recovering(name string, wait time.Duration) error {
 		Remaining: wait,
 		Until:     s.gen.guardEnd.UTC(),
 		MaxLease:  s.gen.guardEnd.Sub(time.UnixMilli(s.gen.ctime)),
-		Why:       "the root " + s.b.root + " is new or was created again, and may replace one ZooKeeper lost",
+		Why:       s.b.whyRecovering(),
 	}
 	s.b.guardLog.Refused(s.b.logger, "simbazk", e, slog.String("root", s.b.root))
 	return fmt.Errorf("%s: %w", opName("acquire", name), e)

@@ -60,6 +60,9 @@ func (w *watcher) signal() {
 // return quickly; calls of one watch never overlap. The returned stop waits
 // for a call of fn in progress, so fn must not call its own stop.
 func (s *session) Watch(name string, fn func()) (stop func()) {
+	if fn == nil { // backends.Notifier: a nil fn watches nothing
+		return func() {}
+	}
 	w := &s.watches
 	regStop := w.reg.Add(name, fn)
 	w.mu.Lock()

@@ -44,6 +44,13 @@ func TestRecoveringVisible(t *testing.T) {
 			t.Errorf("RecoveringError Until %v; want the guard's end %v", re.Until, want)
 		}
 	}
+	inv, err := b.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := inv.Recovering; r == nil || r.Remaining <= 0 || r.Remaining > 5*time.Second || r.MaxLease != 5*time.Second {
+		t.Errorf("Inspect during the guard: Recovering = %+v; want the guard, at most 5s left", r)
+	}
 	warned := logs.lines("no lease is granted for now")
 	if len(warned) != 1 || !strings.Contains(warned[0], "simba_max_lease") || !strings.Contains(warned[0], "until=") ||
 		!strings.Contains(warned[0], "root="+root) {

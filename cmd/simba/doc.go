@@ -31,6 +31,16 @@
 //	nightly    node-2  …8cd4f5d4  1796120520924955  2.0s       -        -     2026-12-01 10:22:00.000Z (1.0s ago)
 //	…
 //
+// While the store's amnesia guard refuses every grant (a store that is new
+// or lost its state, docs/design.md §15), a line under the header says so:
+//
+//	grants resume in 41.0s (at 10:22:41.970Z on the store's clock): the store is new or lost its state, …
+//
+// Memory, Redis, PostgreSQL (with the URL's simba_max_lease), ZooKeeper
+// (on this host's clock) and etcd report it;
+// a Redis namespace nobody has called since a restart starts its guard at
+// the first call, which status does not make.
+//
 // REMAINING is how long the holder's session has unless it is renewed, as
 // the store measured it ("-" where the store does not measure it, as on
 // ZooKeeper). LAST SLOT is, for a fixed-rate schedule, the start of the
@@ -82,7 +92,11 @@
 //	    "last_slot": {"kind": "rate", "at": "2026-12-01T10:22:00Z"}   optional: only under a schedule
 //	  }],
 //	  "sessions": [{"id": "…", "identity": "node-2", "remaining_ms": 1942, "leases": 1}],
-//	  "groups": [{"name": "billing", "partitions": 2, "members": ["…"], "held": 2, "free": []}]
+//	  "groups": [{"name": "billing", "partitions": 2, "members": ["…"], "held": 2, "free": []}],
+//	  "recovering": {                            optional: only while the store's amnesia guard refuses grants
+//	    "remaining_ms": 41000, "until": "…",     until grants resume; until optional (a store without a clock)
+//	    "max_lease_ms": 60000, "why": "…"        the guard's length; what the store may have lost
+//	  }
 //	}
 //
 // watch --json prints one JSON object per line: first

@@ -26,6 +26,18 @@ type Inventory struct {
 	Leases    []Lease   `json:"leases"`              // held leases, by name
 	Sessions  []Session `json:"sessions"`            // live sessions, by id
 	Groups    []Group   `json:"groups"`              // groups with members, by name
+
+	// Recovering is set while the store's amnesia guard refuses every
+	// grant; omitted otherwise.
+	Recovering *Recovering `json:"recovering,omitempty"`
+}
+
+// Recovering is the store's amnesia guard in an [Inventory].
+type Recovering struct {
+	RemainingMS int64     `json:"remaining_ms"`   // until grants resume
+	Until       time.Time `json:"until,omitzero"` // when, on the store's clock; omitted where it has none
+	MaxLeaseMS  int64     `json:"max_lease_ms"`   // the guard's length, the store's longest lease
+	Why         string    `json:"why"`            // what the store may have lost
 }
 
 // Lease is one held lease in an [Inventory].
@@ -69,6 +81,10 @@ type Group struct {
 func newInventory(backend string, inv backends.Inventory) Inventory {
 	out := Inventory{Schema: inventorySchema, Backend: backend, StoreTime: utc(inv.StoreTime),
 		Leases: []Lease{}, Sessions: []Session{}, Groups: []Group{}}
+	if r := inv.Recovering; r != nil {
+		out.Recovering = &Recovering{RemainingMS: r.Remaining.Milliseconds(), Until: utc(r.Until),
+			MaxLeaseMS: r.MaxLease.Milliseconds(), Why: r.Why}
+	}
 	remaining := make(map[backends.SessionID]time.Duration, len(inv.Sessions))
 	for _, s := range inv.Sessions {
 		remaining[s.ID] = s.Remaining
@@ -173,6 +189,9 @@ func writeTable(w io.Writer, inv Inventory) {
 	}
 	fmt.Fprintf(w, ": %s, %s, %s\n", plural(len(inv.Leases), "lease"), plural(len(inv.Sessions), "session"),
 		plural(len(inv.Groups), "group"))
+	if r := inv.Recovering; r != nil {
+		fmt.Fprintf(w, "\n%s\n", recoveringLine(r))
+	}
 	if len(inv.Leases) == 0 {
 		fmt.Fprintln(w, "\nno lease is held")
 	} else {
@@ -278,4 +297,19 @@ func plural(n int, word string) string {
 		return "1 " + word
 	}
 	return strconv.Itoa(n) + " " + word + "s"
+}
+
+// recoveringLine says why the store grants nothing and until when: "grants
+// resume in 41.0s: the store is new or lost its state; …".
+func recoveringLine(r *Recovering) string {
+	line := "grants resume in " + duration(time.Duration(r.RemainingMS)*time.Millisecond)
+	if !r.Until.IsZero() {
+		line += " (at " + r.Until.Format("15:04:05.000Z") + " on the store's clock)"
+	}
+	line += ": the store is new or lost its state, and waits out its longest lease"
+	if r.MaxLeaseMS > 0 {
+		line += " (" + (time.Duration(r.MaxLeaseMS) * time.Millisecond).String() + ")"
+	}
+	return line + ", which an old holder may still believe it holds; simba_max_lease= in the backend URL " +
+		"shortens the wait; see docs/design.md §15"
 }

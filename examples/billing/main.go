@@ -7,6 +7,10 @@
 //
 //	go run ./examples/billing [--nodes 3] [--for 9s] [--backend memory:] [--lease 3s]
 //
+// Lease settings come from $SIMBA_LEASE_DURATION and the other variables
+// of runtime.ConfigFromEnv, overridden by the -simba-* flags of
+// runtime.RegisterConfigFlags (--lease is --simba-lease-duration).
+//
 // The registration code is generated from the directive on Settle into
 // simba_gen.go.
 package main
@@ -81,7 +85,7 @@ func run(opts cluster.Options) error {
 	}
 	defer c.Close()
 	books := &Books{}
-	c.Printf("%d nodes share the 8 partitions of the group \"billing\" on %s (lease %v)", opts.Nodes, backendurl.Redact(opts.Backend), opts.Lease)
+	c.Printf("%d nodes share the 8 partitions of the group \"billing\" on %s (lease %v)", opts.Nodes, backendurl.Redact(opts.Backend), opts.Lease())
 	watch, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
 	c.WatchGroup(watch, "billing", 8)

@@ -6,6 +6,11 @@
 // which only ever increases.
 //
 //	go run ./examples/handoff [-nodes 3] [-lease 3s]
+//
+// The lease settings come from $SIMBA_LEASE_DURATION, $SIMBA_RENEW_INTERVAL
+// and the other variables of runtime.ConfigFromEnv, overridden by the
+// -simba-lease-duration, -simba-renew-interval, … flags of
+// runtime.RegisterConfigFlags; -lease is -simba-lease-duration.
 package main
 
 import (
@@ -22,13 +27,25 @@ import (
 )
 
 func main() {
+	// Lease settings from $SIMBA_LEASE_DURATION and the others, then the
+	// -simba-* flags; -lease is -simba-lease-duration. A 3s lease unless
+	// told otherwise.
+	cfg, err := runtime.ConfigFromEnv("SIMBA")
+	if err != nil {
+		log.Fatal(err)
+	}
 	nodes := flag.Int("nodes", 3, "number of nodes contending for the lease")
-	lease := flag.Duration("lease", 3*time.Second, "lease duration")
+	runtime.RegisterConfigFlags(flag.CommandLine, &cfg)
+	flag.Func("lease", "lease duration; -simba-lease-duration (default 3s)",
+		func(s string) error { return flag.CommandLine.Set("simba-lease-duration", s) })
 	flag.Parse()
 	if *nodes < 2 {
 		log.Fatalf("-nodes %d: want at least 2", *nodes)
 	}
-	if err := run(*nodes, runtime.ConfigFor(*lease)); err != nil {
+	if cfg.LeaseDuration == 0 && cfg.RenewInterval == 0 {
+		cfg.LeaseDuration = 3 * time.Second
+	}
+	if err := run(*nodes, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "handoff:", err)
 		os.Exit(1)
 	}
@@ -66,15 +83,17 @@ func run(n int, cfg runtime.Config) error {
 	ctx := context.Background()
 	store := memory.New()
 	d := &demo{start: time.Now(), leader: make(chan int, n), elected: make(map[int]*runtime.Term)}
-	fmt.Printf("%d nodes contend for the lease %q on the in-process memory store (lease %v, renewed every %v)\n\n",
-		n, "report", cfg.LeaseDuration, cfg.RenewInterval)
-
 	clients := make([]*runtime.Client, n)
 	elections := make([]*runtime.Election, n)
 	for i := range n {
 		c, err := runtime.NewClient(store, cfg)
 		if err != nil {
 			return err
+		}
+		if i == 0 {
+			eff := c.Config() // with its defaults
+			fmt.Printf("%d nodes contend for the lease %q on the in-process memory store (lease %v, renewed every %v)\n\n",
+				n, "report", eff.LeaseDuration, eff.RenewInterval)
 		}
 		clients[i] = c
 		e, err := c.StartElection("report", d.listener(i+1))

@@ -15,6 +15,10 @@
 // The check before the step could not prevent this (E2); the token does.
 //
 //	go run ./examples/ledger [--nodes 3] [--for 10s] [--backend memory:] [--lease 3s]
+//
+// Lease settings come from $SIMBA_LEASE_DURATION and the other variables
+// of runtime.ConfigFromEnv, overridden by the -simba-* flags of
+// runtime.RegisterConfigFlags (--lease is --simba-lease-duration).
 package main
 
 //go:generate go tool simbagen
@@ -151,8 +155,8 @@ func run(opts cluster.Options) error {
 		return err
 	}
 	defer c.Close()
-	shared := &Shared{c: c, start: time.Now(), frozen: make(chan int, 1), pause: opts.Lease + 2*time.Second}
-	c.Printf("%d nodes contend for the lease \"ledger\" on %s (lease %v); batches arrive twice a second", opts.Nodes, backendurl.Redact(opts.Backend), opts.Lease)
+	shared := &Shared{c: c, start: time.Now(), frozen: make(chan int, 1), pause: opts.Lease() + 2*time.Second}
+	c.Printf("%d nodes contend for the lease \"ledger\" on %s (lease %v); batches arrive twice a second", opts.Nodes, backendurl.Redact(opts.Backend), opts.Lease())
 	c.Announce("ledger")
 	for i, client := range c.Clients() {
 		if _, err := RegisterAll(client, &Ledger{node: i, shared: shared}); err != nil {

@@ -6,6 +6,10 @@
 //
 //	go run ./examples/report [--nodes 3] [--for 9s] [--backend memory:] [--lease 3s]
 //
+// Lease settings come from $SIMBA_LEASE_DURATION and the other variables
+// of runtime.ConfigFromEnv, overridden by the -simba-* flags of
+// runtime.RegisterConfigFlags (--lease is --simba-lease-duration).
+//
 // The registration code, RegisterReporterReport, RegisterReporterDigest and
 // RegisterAll, is generated from the directives on Report and Digest into
 // simba_gen.go.
@@ -119,7 +123,7 @@ func run(opts cluster.Options) error {
 	}
 	defer c.Close()
 	log := &Log{c: c, byNode: make(map[int]int), digests: make(map[time.Time]int)}
-	c.Printf("%d nodes contend for the lease \"report\" on %s (lease %v)", opts.Nodes, backendurl.Redact(opts.Backend), opts.Lease)
+	c.Printf("%d nodes contend for the lease \"report\" on %s (lease %v)", opts.Nodes, backendurl.Redact(opts.Backend), opts.Lease())
 	c.Announce("report")
 	regs := make([][]runtime.Registration, opts.Nodes)
 	for i, client := range c.Clients() {

@@ -20,6 +20,15 @@
 // Check(*http.Request) error, the shape of Kubernetes' healthz checkers, so
 // it can be added to such a list as it is; it is also an [http.Handler].
 //
+// While the store refuses grants because it is new or lost its state (its
+// amnesia guard: [runtime.Snapshot].Recovering), a live client is healthy
+// — restarting it would not make the store grant sooner — and Health
+// answers 200 with a body that says so, why and until when, instead of
+// "ok":
+//
+//	ok, waiting: no lease is granted until 12:00:41.123Z (in 41s): the store is new or lost
+//	its state, and waits out the longest lease it grants (1m0s), …; see docs/design.md §15
+//
 // Health reads only the client's own state ([runtime.Client.Snapshot]): a
 // check makes no call to the store.
 //
@@ -71,7 +80,14 @@
 //	      "schedule": {…}                   as above; omitted unless the group runs on a schedule
 //	    }],
 //	    "last_error": "…"                   the last failed group call; omitted otherwise
-//	  }]
+//	  }],
+//	  "recovering": {                       omitted unless the store refuses grants (amnesia guard)
+//	    "until": "…",                       when grants resume; omitted if the store does not say
+//	    "remaining_ms": 41000,              until then
+//	    "max_lease_ms": 60000,              the guard's length, the store's longest lease
+//	    "why": "…",                         what the store may have lost, in the backend's words
+//	    "message": "no lease is granted until …"  why the client waits and until when, in one line
+//	  }
 //	}
 //
 // The holders: for a lease this client holds, the holder is itself; for the

@@ -47,7 +47,10 @@ func (h *Health) Name() string { return "simba" }
 // how long, and the backend's last error. It makes no call to the store;
 // the request is not used.
 func (h *Health) Check(_ *http.Request) error {
-	snap := h.client.Snapshot()
+	return h.check(h.client.Snapshot())
+}
+
+func (h *Health) check(snap runtime.Snapshot) error {
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -73,15 +76,42 @@ func (h *Health) Check(_ *http.Request) error {
 }
 
 // ServeHTTP answers 200 with "ok", or 503 with the error Check returned,
-// as plain text.
+// as plain text. While the store refuses grants because it is new or lost
+// its state (the client's [runtime.Snapshot].Recovering), a healthy client
+// answers 200 with "ok, waiting: " and why, until when (see the package
+// documentation).
 func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if err := h.Check(r); err != nil {
+	snap := h.client.Snapshot()
+	if err := h.check(snap); err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintln(w, err)
 		return
 	}
+	if rec := snap.Recovering; rec != nil {
+		fmt.Fprintln(w, "ok, waiting: "+RecoveringText(rec))
+		return
+	}
 	fmt.Fprintln(w, "ok")
+}
+
+// RecoveringText says, in one line, why a client whose store refuses
+// grants waits and until when: "no lease is granted until
+// 12:00:41.123Z (in 41s): the store is new or lost its state …".
+func RecoveringText(r *runtime.Recovering) string {
+	if r.Until.IsZero() {
+		return "no lease is granted for now (the store does not say until when): the store is new or lost its " +
+			"state, and waits out the longest lease it grants, which an old holder may still believe it holds; " +
+			"the backend's simba_max_lease shortens the wait; see docs/design.md §15"
+	}
+	guard := ""
+	if r.MaxLease > 0 {
+		guard = " (" + r.MaxLease.String() + ")"
+	}
+	return fmt.Sprintf("no lease is granted until %s (in %v): the store is new or lost its state, and waits out "+
+		"the longest lease it grants%s, which an old holder may still believe it holds; the backend's "+
+		"simba_max_lease shortens the wait; see docs/design.md §15", r.Until.UTC().Format("15:04:05.000Z07:00"),
+		r.Remaining.Round(time.Millisecond), guard)
 }

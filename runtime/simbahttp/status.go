@@ -25,6 +25,20 @@ type Status struct {
 	Session  Session   `json:"session"`
 	Leases   []Lease   `json:"leases"` // in start order; [] if none
 	Groups   []Group   `json:"groups"` // in start order; [] if none
+
+	// Recovering is set while the store refuses grants because it is new
+	// or lost its state (the amnesia guard); omitted otherwise.
+	Recovering *Recovering `json:"recovering,omitempty"`
+}
+
+// Recovering is the store's amnesia guard as the client met it, in a
+// [Status].
+type Recovering struct {
+	Until       time.Time `json:"until,omitzero"` // when grants resume; omitted if the store does not say
+	RemainingMS int64     `json:"remaining_ms"`   // until then
+	MaxLeaseMS  int64     `json:"max_lease_ms"`   // the guard's length, the store's longest lease; 0 if unknown
+	Why         string    `json:"why"`            // what the store may have lost
+	Message     string    `json:"message"`        // why the client waits and until when, in one line
 }
 
 // Session is the client's session in a [Status].
@@ -142,6 +156,10 @@ func StatusOf(ctx context.Context, client *runtime.Client, opts StatusOptions) S
 		},
 		Leases: make([]Lease, 0, len(snap.Leases)),
 		Groups: make([]Group, 0, len(snap.Groups)),
+	}
+	if r := snap.Recovering; r != nil {
+		st.Recovering = &Recovering{Until: r.Until.UTC(), RemainingMS: r.Remaining.Milliseconds(),
+			MaxLeaseMS: r.MaxLease.Milliseconds(), Why: r.Why, Message: RecoveringText(r)}
 	}
 	for _, ls := range snap.Leases {
 		l := Lease{

@@ -39,7 +39,12 @@ func (r *Registry) Add(name string, fn func()) (stop func()) { return r.AddFor("
 
 // AddFor is Add for a watch of session owner: [Registry.FireFrom] does not
 // call it for that session's own releases.
+//
+// A nil fn registers nothing (backends.Notifier): stop does nothing.
 func (r *Registry) AddFor(owner, name string, fn func()) (stop func()) {
+	if fn == nil {
+		return func() {}
+	}
 	e := &entry{owner: owner, fn: fn}
 	r.mu.Lock()
 	if r.byName == nil {

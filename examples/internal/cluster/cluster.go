@@ -1,5 +1,7 @@
 // Package cluster runs the nodes of an example in one process: it reads the
-// flags the examples share (--backend, --nodes, --for, --lease), opens the
+// flags the examples share (--backend, --nodes, --for, --lease) and the
+// lease settings from $SIMBA_LEASE_DURATION and the other variables and
+// flags of runtime.ConfigFromEnv and runtime.RegisterConfigFlags, opens the
 // backend, starts one client per node, and prints the timeline.
 package cluster
 
@@ -29,14 +31,48 @@ type Options struct {
 	Backend string        // a backend URL (package backendurl)
 	Nodes   int           // nodes to run in this process
 	For     time.Duration // how long the example runs
-	Lease   time.Duration // the lease duration (runtime.ConfigFor)
-	Out     io.Writer     // where the timeline goes; nil means os.Stdout
+	// Config is every node's lease settings: $SIMBA_* variables, then
+	// -simba-* flags (runtime.ConfigFromEnv, runtime.RegisterConfigFlags;
+	// --lease D is -simba-lease-duration D). With neither LeaseDuration nor
+	// RenewInterval set, the lease is DefaultLease, short for a demo.
+	Config runtime.Config
+	Out    io.Writer // where the timeline goes; nil means os.Stdout
+}
+
+// DefaultLease is the examples' lease duration unless told otherwise.
+const DefaultLease = 3 * time.Second
+
+// Lease returns the lease duration the nodes run with.
+func (o Options) Lease() time.Duration {
+	c := o.config()
+	if c.LeaseDuration == 0 { // derived from RenewInterval (runtime.Config)
+		return 3 * c.RenewInterval
+	}
+	return c.LeaseDuration
+}
+
+// config is o.Config with the examples' default lease; the other zero
+// fields take their defaults, derived from it, in NewClient.
+func (o Options) config() runtime.Config {
+	c := o.Config
+	if c.LeaseDuration == 0 && c.RenewInterval == 0 {
+		c.LeaseDuration = DefaultLease
+	}
+	return c
 }
 
 // Flags registers the shared flags on the default flag set; the backend
-// defaults to $SIMBA_BACKEND, else the memory store.
+// defaults to $SIMBA_BACKEND, else the memory store, and the lease
+// settings to $SIMBA_LEASE_DURATION and the others (runtime.ConfigFromEnv).
+// A variable that does not hold a valid setting ends the program, as a bad
+// flag does (exit 2), with an error naming it.
 func Flags(nodes int, runFor time.Duration) *Options {
-	o := &Options{}
+	cfg, err := runtime.ConfigFromEnv("SIMBA")
+	if err != nil {
+		fmt.Fprintln(flag.CommandLine.Output(), err)
+		os.Exit(2)
+	}
+	o := &Options{Config: cfg}
 	backend := os.Getenv("SIMBA_BACKEND")
 	if backend == "" {
 		backend = backendurl.Default
@@ -44,7 +80,9 @@ func Flags(nodes int, runFor time.Duration) *Options {
 	flag.StringVar(&o.Backend, "backend", backend, "backend URL: memory:, memory:NAME, postgres://…, redis://…, zk://…, etcd://… (default $SIMBA_BACKEND, else memory:)")
 	flag.IntVar(&o.Nodes, "nodes", nodes, "nodes to run in this process")
 	flag.DurationVar(&o.For, "for", runFor, "how long to run")
-	flag.DurationVar(&o.Lease, "lease", 3*time.Second, "lease duration: how long a crashed or paused node keeps its lease")
+	runtime.RegisterConfigFlags(flag.CommandLine, &o.Config)
+	flag.Func("lease", "lease duration: how long a crashed or paused node keeps its lease; -simba-lease-duration (default 3s)",
+		func(s string) error { return flag.CommandLine.Set("simba-lease-duration", s) })
 	return o
 }
 
@@ -94,7 +132,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 func (c *Cluster) AddNode(ctx context.Context) (int, error) {
 	c.nodes.Lock()
 	i, g := len(c.clients), &gate{}
-	client, err := runtime.NewClient(gated(c.Backend, g), runtime.ConfigFor(c.Opts.Lease),
+	client, err := runtime.NewClient(gated(c.Backend, g), c.Opts.config(),
 		runtime.WithIdentity(Node(i)+" of "+runtime.DefaultIdentity()),
 		runtime.WithObserver(runtime.ObserverFunc(func(e runtime.Event) { c.announce(i, e) })))
 	if err != nil {
@@ -104,7 +142,7 @@ func (c *Cluster) AddNode(ctx context.Context) (int, error) {
 	c.clients = append(c.clients, client)
 	c.gates = append(c.gates, g)
 	c.nodes.Unlock()
-	rctx, cancel := context.WithTimeout(ctx, c.Opts.Lease)
+	rctx, cancel := context.WithTimeout(ctx, c.Opts.Lease())
 	defer cancel()
 	return i, client.Ready(rctx)
 }

@@ -19,15 +19,14 @@ type contender struct {
 	group *group          // the partition's group, if this is a partition
 	part  int             // the partition index
 
-	attempt       RequestID // in-flight acquire, 0 if none
-	watchGen      uint64    // the session generation whose releases of name it watches, 0 if none
-	retryAt       Mono
-	cooldownUntil Mono
-	term          *term
-	op            *stopOp
-	tasks         int // tasks of this contender still running
-	pending       int // callbacks dispatched and not yet run
-	timerSeq      uint64
+	attempt  RequestID // in-flight acquire, 0 if none
+	watchGen uint64    // the session generation whose releases of name it watches, 0 if none
+	retryAt  Mono
+	term     *term
+	op       *stopOp
+	timerSeq uint64
+	tasks    int32 // tasks of this contender still running
+	pending  int32 // callbacks dispatched and not yet run
 
 	// The flags, together, so that a client holding a million leases
 	// keeps a million contenders of the smallest size.
@@ -48,6 +47,7 @@ type contenderExtra struct {
 	sched           vocab.Schedule      // KindSchedule: when runs happen
 	status          *RunStatus          // KindSchedule: the runs so far
 	taskEndCooldown time.Duration       // a task's: step-down cooldown when it returns early
+	cooldownUntil   Mono                // a step-down's: no attempt before then
 	lockW           Waiter              // Lock/TryLock: who gets the term
 	refusal         *backends.HeldError // the last refused attempt's holder, if any
 	handOverSeen    []byte              // the hand-over record last granted with, if any (handover.go)
@@ -60,6 +60,22 @@ func (c *contender) extra() *contenderExtra {
 		c.x = new(contenderExtra)
 	}
 	return c.x
+}
+
+// cooldown returns until when c sits out a step-down, 0 if it never did.
+func (c *contender) cooldown() Mono {
+	if c.x == nil {
+		return 0
+	}
+	return c.x.cooldownUntil
+}
+
+// setCooldown makes c sit out until until; a cooldown already over at now
+// costs a contender without extra fields nothing.
+func (c *contender) setCooldown(now, until Mono) {
+	if until > now || c.x != nil {
+		c.extra().cooldownUntil = until
+	}
 }
 
 // waiter returns the Lock or TryLock waiting for c's term, 0 if none.
@@ -200,14 +216,18 @@ func (m *Machine) maybeAttempt(c *contender) {
 	if s == nil {
 		return // the session's opening wakes every candidate
 	}
-	if at := max(c.retryAt, c.cooldownUntil); m.now < at {
+	if at := max(c.retryAt, c.cooldown()); m.now < at {
 		m.schedule(c, at)
 		return
+	}
+	if !m.pace.take(c) {
+		return // a slot's release wakes it (pace.go)
 	}
 	c.attempt = m.send(Request{Kind: ReqAcquire, Gen: s.gen, Name: c.name, Timeout: s.period}, &pendingReq{c: c})
 }
 
 func (m *Machine) acquireDone(p *pendingReq, res Result) {
+	defer m.pace.done(m) // after c's own handling, so that c may take the slot again
 	c := p.c
 	if c.attempt == p.req.ID {
 		c.attempt = 0

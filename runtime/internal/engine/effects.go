@@ -152,6 +152,7 @@ type Request struct {
 	N       int    // ReqJoin: partitions
 	TTL     time.Duration
 	Timeout time.Duration
+	Again   bool // ReqClose: the core may send it again if it fails; the driver keeps the session until then
 }
 
 // Result is a backend reply; only the fields of the request's kind are set.

@@ -54,7 +54,7 @@ func (m *Machine) stop(c *contender, stepDown bool, cooldown time.Duration, w Wa
 	}
 	c.op.handedOff = true
 	if stepDown {
-		c.cooldownUntil = m.now + cooldown
+		c.setCooldown(m.now, m.now+cooldown)
 	} else {
 		c.phase = phDone
 	}
@@ -135,7 +135,7 @@ func (m *Machine) afterRelease(c *contender) {
 	op.handedOff = true
 	if op.stepDown {
 		c.phase = phCandidate
-		c.cooldownUntil = op.at + op.cooldown
+		c.setCooldown(m.now, op.at+op.cooldown)
 	} else {
 		c.phase = phDone
 	}

@@ -49,6 +49,8 @@ type Machine struct {
 	timers  timerHeap
 	waiting []*term // terms whose runs or task wait for a renewal or the store's clock
 	closing *closeOp
+	lost    []*lostSession // sessions given up, still to be closed on the store (lost.go)
+	pace    pacer          // acquisitions in flight, and the candidates waiting for a slot (pace.go)
 
 	effects []Effect
 	out     []Effect // the batch Ready last returned, reused
@@ -57,14 +59,15 @@ type Machine struct {
 type pendingReq struct {
 	req       Request
 	sentAt    Mono
-	c         *contender // ReqAcquire, ReqRelease
-	t         *term      // ReqRelease, ReqPutValue
-	abandoned bool       // ReqAcquire whose election no longer wants it (A3)
-	seq       uint64     // ReqOwned: adoptSeq when sent
-	g         *group     // ReqJoin, ReqLeave, ReqMembers
-	w         Waiter     // ReqPutValue
-	handOver  bool       // ReqPutValue: a hand-over's record (handover.go)
-	done      bool       // ReqPutValue: the successor's record over it
+	c         *contender   // ReqAcquire, ReqRelease
+	t         *term        // ReqRelease, ReqPutValue
+	abandoned bool         // ReqAcquire whose election no longer wants it (A3)
+	seq       uint64       // ReqOwned: adoptSeq when sent
+	g         *group       // ReqJoin, ReqLeave, ReqMembers
+	w         Waiter       // ReqPutValue
+	handOver  bool         // ReqPutValue: a hand-over's record (handover.go)
+	done      bool         // ReqPutValue: the successor's record over it
+	lost      *lostSession // ReqClose of a session given up
 }
 
 // New returns a machine with configuration cfg, whose only randomness (the
@@ -210,6 +213,7 @@ func (m *Machine) advance(now Mono) {
 		m.sessionLost(vocab.ReasonDeadlinePassed)
 	}
 	m.fireTimers()
+	m.closeLost()
 	if s := m.sess; s != nil && s.kaReq == 0 && s.renewAt > 0 && m.now >= s.renewAt {
 		s.kaReq = m.send(Request{Kind: ReqKeepAlive, Gen: s.gen, Timeout: s.period}, &pendingReq{})
 	}
@@ -275,7 +279,11 @@ func (m *Machine) reply(id RequestID, res Result) {
 	case ReqJoin, ReqLeave, ReqMembers:
 		m.groupDone(p, res)
 	case ReqClose:
-		m.closeDone(p, res)
+		if p.lost != nil {
+			m.lostCloseDone(p.lost, res)
+		} else {
+			m.closeDone(p, res)
+		}
 	}
 }
 

@@ -535,14 +535,14 @@ func TestMachineDispatchFailed(t *testing.T) {
 	if len(h.dispatched) != 0 {
 		t.Fatalf("L6: %d callbacks dispatched for a term nobody was told about", len(h.dispatched))
 	}
-	if c.phase != phCandidate || c.cooldownUntil != h.now+testCfg.LeaseDuration {
-		t.Fatalf("phase %v cooldown until %v, want candidate until %v", c.phase, c.cooldownUntil, h.now+testCfg.LeaseDuration)
+	if c.phase != phCandidate || c.cooldown() != h.now+testCfg.LeaseDuration {
+		t.Fatalf("phase %v cooldown until %v, want candidate until %v", c.phase, c.cooldown(), h.now+testCfg.LeaseDuration)
 	}
-	h.keepAliveUntil(c.cooldownUntil - time.Millisecond)
+	h.keepAliveUntil(c.cooldown() - time.Millisecond)
 	if h.has(ReqAcquire) {
 		t.Fatal("contended during the one-lease cooldown")
 	}
-	h.keepAliveUntil(c.cooldownUntil)
+	h.keepAliveUntil(c.cooldown())
 	if !h.has(ReqAcquire) {
 		t.Fatal("not contending after the cooldown")
 	}

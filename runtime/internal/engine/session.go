@@ -286,7 +286,7 @@ func (m *Machine) sessionLost(reason vocab.Reason) {
 		g.joined, g.viewed = false, false // membership died with the session
 	}
 	m.wakeWaiters() // a run waiting to be recorded ends with its session
-	m.send(Request{Kind: ReqClose, Gen: s.gen, Timeout: m.cfg.RenewInterval}, &pendingReq{})
+	m.giveUp(s, reason)
 	if m.closing != nil {
 		m.closing.fail(fmt.Errorf("session %s ended (%v) before it could hand over: what it held stays taken until the store expires it", s.id, reason))
 	}

@@ -135,8 +135,8 @@ func (m *Machine) Snapshot(now Mono, epoch time.Time) vocab.Snapshot {
 			ls.Role, ls.Token, ls.Remaining = vocab.RoleLeader, c.term.token, m.remaining(c.term, now)
 		case c.phase == phHandoff:
 			ls.Role, ls.Token = vocab.RoleHandingOff, c.term.token
-		case c.cooldownUntil > now:
-			ls.Role, ls.Cooldown = vocab.RoleCoolingDown, c.cooldownUntil-now
+		case c.cooldown() > now:
+			ls.Role, ls.Cooldown = vocab.RoleCoolingDown, c.cooldown()-now
 		}
 		snap.Leases = append(snap.Leases, ls)
 	}

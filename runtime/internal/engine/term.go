@@ -21,7 +21,6 @@ type term struct {
 
 	revokeDeadline Mono // the session deadline when the hand-off began (H1)
 
-	reason        vocab.Reason
 	ended         bool
 	taskRunning   bool  // a task or a schedule's runs hold the hand-off (H1)
 	electedQueued bool  // the elected callback was dispatched
@@ -85,7 +84,7 @@ func (m *Machine) revoke(t *term, r vocab.Reason) {
 	if t.ended {
 		return
 	}
-	t.ended, t.reason = true, r
+	t.ended = true // the reason goes with the effect and the event; the core needs no more
 	m.emit(Effect{Kind: EffTermEnded, Term: t.id, Reason: r})
 	revoked := vocab.Event{Kind: vocab.EventRevoked, Name: t.c.name, Token: t.token, Session: t.sess.id, Reason: r}
 	if c := t.c; c.group != nil {

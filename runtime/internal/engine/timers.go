@@ -104,6 +104,13 @@ func (m *Machine) nextWake() (Mono, bool) {
 	if m.stopMore() {
 		consider(m.now) // the next batch of a Close
 	}
+	if m.state != vocab.SessionClosed {
+		for _, l := range m.lost {
+			if l.req == 0 {
+				consider(l.retryAt) // a close of a session given up, due again (lost.go)
+			}
+		}
+	}
 	for len(m.timers) > 0 && !m.timers[0].live() {
 		heap.Pop(&m.timers)
 	}

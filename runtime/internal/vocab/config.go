@@ -116,7 +116,13 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 // two renewals must fit in the local validity of a full lease:
 //
 //	2 × RenewInterval ≤ LeaseDuration × (1 − Drift) − Margin
+//
+// No duration may exceed [MaxDuration]; that is checked first, on the
+// fields as set, so that the error names a field the caller set.
 func (c Config) Validate() error {
+	if err := c.checkBounds(); err != nil {
+		return err
+	}
 	c = WithDefaults(c)
 	switch {
 	case c.LeaseDuration < 0:

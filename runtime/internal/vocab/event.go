@@ -61,13 +61,19 @@ const (
 	// for the metrics adapters' runs-by-outcome series: it changes nothing
 	// in how schedules run.
 	EventRunSucceeded
+	// EventStoreRecovering: the store refused an acquire of Name because it
+	// is new or may have lost its state (its amnesia guard, design.md §15):
+	// no lease is granted for Duration. Err is the refusal, matching
+	// backends.ErrRecovering; it says why and how to shorten the wait.
+	// Once per guard period, not once per refused acquire.
+	EventStoreRecovering
 )
 
 // eventNames holds each kind's words, by value: a new kind adds its
 // constant above and its words here.
 var eventNames = [...]string{"", "session opened", "session state", "session renewed", "session lease shortened",
 	"session ended", "elected", "revoked", "task failed", "task stuck", "callback panicked", "callback rejected",
-	"backend error", "partition gained", "partition lost", "run failed", "run succeeded"}
+	"backend error", "partition gained", "partition lost", "run failed", "run succeeded", "store recovering"}
 
 // String returns the kind in words.
 func (k EventKind) String() string {

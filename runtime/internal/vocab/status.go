@@ -17,6 +17,24 @@ type Snapshot struct {
 	LastError   error              // the backend's last failure, nil after a success
 	Leases      []LeaseStatus      // every election, lock and schedule started, in start order
 	Groups      []GroupStatus      // every partition group started, in start order
+
+	// Recovering is set while the store refuses grants because it is new
+	// or may have lost its state (its amnesia guard, design.md §15): no
+	// lease is granted before Recovering.Until. Nil otherwise.
+	Recovering *Recovering
+}
+
+// Recovering is the store's amnesia guard as a client met it: an acquire
+// refused with a backends.RecoveringError. No lease is granted, to this
+// client or any other, until the guard ends: the store is new or lost its
+// state, and waits out the longest lease it could have granted, which an
+// old holder may still believe it holds.
+type Recovering struct {
+	Until     time.Time     // when grants resume, on the local clock; zero if the store did not say
+	Remaining time.Duration // time left until Until; 0 if the store did not say
+	MaxLease  time.Duration // the guard's length: the longest lease the store grants (its simba_max_lease), 0 if unknown
+	Why       string        // what the store may have lost, in the backend's words
+	Err       error         // the refusal, a *backends.RecoveringError wrapped by the backend
 }
 
 // GroupStatus is a partition group's entry in a [Snapshot].
