@@ -1,10 +1,13 @@
 package faults
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	_ "github.com/simba-go/simba/backends/etcd" // etcd://, a module of its own
+	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
 // The etcd lane: each schedule's server is an etcd member embedded in the
@@ -32,28 +36,32 @@ type etcdServer struct {
 
 func startEtcd(t *testing.T, lease time.Duration) server {
 	t.Helper()
-	addr := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+	// testservers.FreePort never hands out one port twice in a process:
+	// the lanes start their members in parallel, and the kernel may give a
+	// port just freed to the next listener (CI: "address already in use").
+	addr := func() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(testservers.FreePort(t))) }
+	// A port found free may still be taken by another listener of the
+	// process before etcd binds it (a proxy on port 0): then try others.
+	for try := 1; ; try++ {
+		cfg := embed.NewConfig()
+		cfg.Dir = t.TempDir()
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+		cfg.TickMs, cfg.ElectionMs = 50, 500
+		cu, pu := url.URL{Scheme: "http", Host: addr()}, url.URL{Scheme: "http", Host: addr()}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
+		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+		s := &etcdServer{cfg: cfg, lease: lease}
+		err := s.start()
+		if err == nil {
+			t.Cleanup(s.stop)
+			return s
+		}
+		if try == 3 || !errors.Is(err, syscall.EADDRINUSE) {
 			t.Fatal(err)
 		}
-		defer l.Close()
-		return l.Addr().String()
+		t.Logf("%v; trying other ports", err)
 	}
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cfg.TickMs, cfg.ElectionMs = 50, 500
-	cu, pu := url.URL{Scheme: "http", Host: addr()}, url.URL{Scheme: "http", Host: addr()}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	s := &etcdServer{cfg: cfg, lease: lease}
-	if err := s.start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.stop)
-	return s
 }
 
 func (s *etcdServer) start() error {
