@@ -35,6 +35,9 @@ func Example() {
 		if err := reader.Collect(context.Background(), &rm); err != nil {
 			panic(err)
 		}
+		if len(rm.ScopeMetrics) == 0 {
+			continue // the observer gets events on a queue of its own: none recorded yet
+		}
 		for _, m := range rm.ScopeMetrics[0].Metrics {
 			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "simba.lease.held" {
 				p := sum.DataPoints[0]
