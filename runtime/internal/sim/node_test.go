@@ -149,7 +149,6 @@ func (n *node) crash() {
 	n.reset()
 	n.resumedAt = n.w.now
 	n.tick()
-	n.startCron()
 }
 
 // flush performs the core's effects, then sets the wake-up.
@@ -225,7 +224,7 @@ func (n *node) perform(e engine.Effect) {
 			n.taskReturns(t, w.between(0, 2*w.p.cfg.LeaseDuration), false)
 		}
 	case engine.EffStartRun:
-		n.run(e)
+		panic("sim: no schedules are simulated")
 	case engine.EffComplete:
 		if c := n.lockWaiters[e.Waiter]; c != nil {
 			delete(n.lockWaiters, e.Waiter)
