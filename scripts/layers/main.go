@@ -14,7 +14,7 @@
 // -v lists every reference between files, not only those back up. Every
 // non-test file of the package must be in -order. The runtime's layers:
 //
-//	go run ./scripts/layers -order generated.go,election.go,handover.go,semaphore.go,lock.go,group.go,schedule.go,holder.go,snapshot.go,client.go,handle.go,inputs.go,locks.go,loop.go,calls.go,tasks.go,events.go,driver.go,notes.go,callctx.go,dispatch.go,listener.go,term.go,observer.go,config.go,errors.go,vocab.go,doc.go ./runtime
+//	go run ./scripts/layers -order generated.go,election.go,handover.go,semaphore.go,lock.go,group.go,schedule.go,holder.go,snapshot.go,recovering.go,client.go,handle.go,inputs.go,locks.go,loop.go,calls.go,tasks.go,events.go,driver.go,notes.go,callctx.go,dispatch.go,listener.go,term.go,observer.go,configenv.go,config.go,bounds.go,misuse.go,errors.go,vocab.go,doc.go ./runtime
 //
 // It exits 1 when a file is missing from -order, 2 on a usage or load error.
 package main
