@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -155,21 +156,11 @@ func (s *Semaphore) Release(ctx context.Context, t *Term) error {
 	if t == nil {
 		return fmt.Errorf("simba: semaphore %q: Release: nil term: %w", s.name, ErrNilArgument)
 	}
-	if !s.owns(t.Name()) {
+	if !slices.Contains(s.permits, t.Name()) {
 		return fmt.Errorf("simba: semaphore %q: Release of %v, which is not one of its permits", s.name, t)
 	}
 	if err := s.c.Unlock(ctx, t); err != nil {
 		return fmt.Errorf("simba: semaphore %q: %w", s.name, err)
 	}
 	return nil
-}
-
-// owns reports whether lease is one of the semaphore's permits.
-func (s *Semaphore) owns(lease string) bool {
-	for _, p := range s.permits {
-		if p == lease {
-			return true
-		}
-	}
-	return false
 }
