@@ -74,6 +74,9 @@
 // other candidates give the lease back while the record stands, for at most
 // LeaseDuration. A hand-over to a node that does not contend returns
 // [ErrNotCandidate] and changes nothing.
+// An election started with [AcceptHandOverRequests] also hands over when
+// an operator asks from outside the process, with `simba handover --lease
+// NAME --to IDENTITY` (off by default).
 //
 // Stop, StepDown and Close called from inside a callback or task, with the
 // context the engine passed to it, do not wait for themselves: they queue the

@@ -63,6 +63,7 @@ type registry struct {
 	waiters    map[engine.Waiter]chan waitResult
 	lockers    map[string]*locker             // names whose Lock caller waits and makes the name's acquires (see locker)
 	successors map[engine.ContenderID]*handle // an election accepting a hand-over → its successor lease's (handover.go)
+	requests   map[engine.ContenderID]func()  // an election accepting hand-over requests → what stops following them (handoverrequest.go)
 	lastID     uint64                         // the last contender, group or waiter id handed out
 	sentAt     mono                           // the time of the input being applied: when its requests are sent
 	inl        inline                         // the API caller being applied, if it makes its own calls
@@ -148,6 +149,7 @@ func newRegistry() registry {
 		waiters:    make(map[engine.Waiter]chan waitResult),
 		lockers:    make(map[string]*locker),
 		successors: make(map[engine.ContenderID]*handle),
+		requests:   make(map[engine.ContenderID]func()),
 		freeWaits:  make([]chan waitResult, 0, 4),
 	}
 }

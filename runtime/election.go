@@ -16,6 +16,7 @@ type electionOptions struct {
 	task            TaskFunc
 	taskEndCooldown time.Duration
 	acceptHandOver  bool
+	acceptRequests  bool
 }
 
 // WithTask runs task once per term while this node holds the lease, on a
@@ -74,6 +75,11 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 			return nil, fmt.Errorf("simba: start election %q accepting a hand-over: its successor lease: %w", name, err)
 		}
 	}
+	if o.acceptRequests {
+		if err := backends.ValidateName(HandOverRequestName(name)); err != nil {
+			return nil, fmt.Errorf("simba: start election %q accepting hand-over requests: its request lease: %w", name, err)
+		}
+	}
 	id, err := c.d.start(in, st)
 	if err != nil {
 		return nil, fmt.Errorf("simba: start election %q: %w", name, err)
@@ -83,6 +89,12 @@ func (c *Client) StartElection(name string, l Listener, opts ...ElectionOption) 
 		if err := c.startSuccessor(id, successor); err != nil {
 			e.stop(context.Background())
 			return nil, fmt.Errorf("simba: start election %q accepting a hand-over: %w", name, err)
+		}
+	}
+	if o.acceptRequests {
+		if err := c.followRequests(e); err != nil {
+			e.Stop(context.Background())
+			return nil, fmt.Errorf("simba: start election %q accepting hand-over requests: %w", name, err)
 		}
 	}
 	return e, nil
@@ -102,6 +114,7 @@ func (e *Election) Term() *Term { return e.term() }
 // or task, Stop queues the request and returns nil (L5). Stopping a stopped
 // election returns nil.
 func (e *Election) Stop(ctx context.Context) error {
+	e.d.stopRequests(e.id)
 	if err := e.d.stopSuccessor(ctx, e.id); err != nil {
 		return err
 	}

@@ -158,6 +158,44 @@ func ExampleElection_HandOver() {
 	// node-c elected
 }
 
+// An election that accepts hand-over requests moves when an operator asks
+// from outside the process: `simba handover --lease report --to node-b`
+// holds the request lease with the identity HandOverRequestIdentity names,
+// as the third client here does, until node-b leads.
+func ExampleAcceptHandOverRequests() {
+	store := memory.New()
+	ctx := context.Background()
+	elected := make(chan string, 16)
+	for _, node := range []string{"node-a", "node-b"} {
+		c, _ := runtime.NewClient(store, runtime.Config{}, runtime.WithIdentity(node))
+		defer c.Close(ctx)
+		c.StartElection("report", runtime.ListenerFuncs{OnElected: func(context.Context, *runtime.Term) {
+			elected <- node
+		}}, runtime.AcceptHandOver(), runtime.AcceptHandOverRequests())
+		if node == "node-a" {
+			fmt.Println(<-elected, "elected")
+		}
+	}
+	// Wait until node-b's election says, in the store, that it contends.
+	probe, _ := runtime.NewClient(store, runtime.Config{})
+	defer probe.Close(ctx)
+	for {
+		if h, _ := probe.Holder(ctx, runtime.SuccessorName("report", "node-b")); !h.Free() {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	operator, _ := runtime.NewClient(store, runtime.Config{}, runtime.WithIdentity(runtime.HandOverRequestIdentity("node-b")))
+	defer operator.Close(ctx)
+	request, _ := operator.Lock(ctx, runtime.HandOverRequestName("report"))
+	fmt.Println(<-elected, "elected on request")
+	operator.Unlock(ctx, request)
+	// Output:
+	// node-a elected
+	// node-b elected on request
+}
+
 // EnsureValid before every step: a step that would outlive the term does not
 // start, and every write carries the term's token for the resource to check.
 func ExampleTerm_EnsureValid() {

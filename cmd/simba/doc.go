@@ -2,17 +2,19 @@
 // holder's identity and session, its fencing token, the time the holder's
 // session has left, its group and partition, and the last slot a schedule
 // recorded under it; the groups and their free partitions; the live
-// sessions. It only reads: it opens no session, holds nothing and writes
-// nothing, on any backend that lists its contents (backends.Inspector). It
-// opens the backend with backendurl.OpenInspector, read-only where the
-// backend offers it (Redis: simbaredis.WithReadOnly, a PING rather than the
-// check script that records the namespace and reaps).
+// sessions. status and watch only read: they open no session, hold nothing
+// and write nothing, on any backend that lists its contents
+// (backends.Inspector). handover is the one command that writes (see
+// below). status and watch open the backend with backendurl.OpenInspector,
+// read-only where the backend offers it (Redis: simbaredis.WithReadOnly, a
+// PING rather than the check script that records the namespace and reaps).
 //
 // Usage:
 //
 //	simba status [--backend URL] [--json] [--lease NAME] [--timeout D]
 //	simba watch  [--backend URL] [--json] [--lease NAME] [--timeout D]
 //	             [--interval D] [--count N] [--for D] [--plain]
+//	simba handover [--backend URL] --lease NAME --to IDENTITY [--timeout D]
 //
 // The backend URL is --backend, or $SIMBA_BACKEND: redis://host:6379/0
 // (with simba_prefix=NAME for a namespace other than the default),
@@ -73,6 +75,24 @@
 // --count N stops after N reads and --for D after D; otherwise watch runs
 // until interrupted.
 //
+// # Hand-over on request
+//
+// handover asks the leader of the election NAME to hand its lease over to
+// the node whose client has IDENTITY (runtime.WithIdentity), which must
+// contend with runtime.AcceptHandOver. It is the one command that writes,
+// and it works only on a leader that opted in: its election runs with
+// runtime.AcceptHandOverRequests (off by default). It reads the store
+// first: if nobody holds NAME it exits 3, if IDENTITY does not contend it
+// exits 4, if IDENTITY already holds NAME it exits 0 — nothing written.
+// Otherwise it opens a session with the identity "simba handover to
+// IDENTITY", holds the lease NAME.handover-request (the request the leader
+// follows), waits until IDENTITY holds NAME — printing
+//
+//	lead: handed over to node-2 (session d1b4b1a4…), token 1796120539453850
+//
+// — and releases the request and its session. After --timeout (30s) it
+// exits 1, saying the leader did not hand over. See docs/design.md §13.
+//
 // # JSON
 //
 // status --json prints one document, schema "simba.inventory/v1"; every
@@ -114,5 +134,7 @@
 //	   backend that cannot list what it holds); for watch, the last read
 //	   failed
 //	2  usage: an unknown command or flag, a bad value, no backend given
-//	3  status --lease NAME: nobody holds NAME
+//	   handover: the hand-over did not happen within --timeout
+//	3  status --lease NAME, or handover: nobody holds NAME
+//	4  handover: IDENTITY does not contend for NAME with runtime.AcceptHandOver
 package main

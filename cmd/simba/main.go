@@ -23,7 +23,9 @@ const (
 	exitOK      = 0 // done
 	exitFailed  = 1 // the backend could not be opened or read
 	exitUsage   = 2 // unknown command, bad flag or flag value, no backend given
-	exitNotHeld = 3 // status --lease NAME: nobody holds NAME (or any partition of group NAME)
+	exitNotHeld = 3 // status --lease NAME: nobody holds NAME (or any partition of group NAME); handover: nobody holds the lease
+
+	exitNotCandidate = 4 // handover: the successor named does not contend with runtime.AcceptHandOver
 )
 
 // backendEnv names the backend URL when --backend is not given.
@@ -47,19 +49,23 @@ func isTerminal(f *os.File) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-const usage = `simba shows the leases, holders and sessions a Simba backend holds. It only reads.
+const usage = `simba shows the leases, holders and sessions a Simba backend holds. status and
+watch only read; handover, the one command that writes, asks a leader to hand
+its lease over to a chosen node (its election must accept requests).
 
 usage:
-  simba status [--backend URL] [--json] [--lease NAME] [--timeout D]
-  simba watch  [--backend URL] [--json] [--lease NAME] [--timeout D]
-               [--interval D] [--count N] [--for D] [--plain]
+  simba status   [--backend URL] [--json] [--lease NAME] [--timeout D]
+  simba watch    [--backend URL] [--json] [--lease NAME] [--timeout D]
+                 [--interval D] [--count N] [--for D] [--plain]
+  simba handover [--backend URL] --lease NAME --to IDENTITY [--timeout D]
 
 The backend URL comes from --backend or $SIMBA_BACKEND: redis://host:6379/0,
 postgres://…, zk://…, memory:NAME (in-process only). Credentials in it are
 never printed.
 
-exit codes: 0 ok; 1 the backend could not be opened or read; 2 usage;
-3 status --lease NAME: nobody holds NAME.
+exit codes: 0 ok; 1 the backend could not be opened or read, or the hand-over
+did not happen in time; 2 usage; 3 status --lease NAME or handover: nobody holds
+NAME; 4 handover: the node named does not contend for the lease.
 Run 'simba help' for this text, or see 'go doc github.com/simba-go/simba/cmd/simba'.
 `
 
@@ -77,8 +83,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	case "status", "watch":
+	case "handover":
+		return handOverCommand(ctx, args, getenv, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "simba: unknown command %q; want status or watch\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "simba: unknown command %q; want status, watch or handover\n\n%s", cmd, usage)
 		return exitUsage
 	}
 	fs := flag.NewFlagSet("simba "+cmd, flag.ContinueOnError)

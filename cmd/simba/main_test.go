@@ -573,7 +573,7 @@ func TestUsage(t *testing.T) {
 	}{
 		{nil, "", exitUsage, "usage:"},
 		{[]string{"help"}, "", exitOK, "usage:"},
-		{[]string{"statuz"}, "", exitUsage, `simba: unknown command "statuz"; want status or watch`},
+		{[]string{"statuz"}, "", exitUsage, `simba: unknown command "statuz"; want status, watch or handover`},
 		{[]string{"status"}, "", exitUsage, "simba status: no backend: give --backend URL or set $SIMBA_BACKEND"},
 		{[]string{"status", "--bogus"}, "memory:", exitUsage, "flag provided but not defined: -bogus"},
 		{[]string{"status", "extra"}, "memory:", exitUsage, `simba status: unexpected argument "extra"; flags only`},
