@@ -101,6 +101,7 @@ var engineCases = []struct {
 	{"HandOff", testHandOff},
 	{"CutOff", testCutOff},
 	{"SlowPath", testSlowPath},
+	{"GivenUpFreed", testGivenUpFreed},
 	{"ExpiredBehindBack", testExpiredBehindBack},
 	{"Semaphore", testSemaphore},
 	{"HandOver", testHandOver},
