@@ -157,10 +157,17 @@ func (d *driver) query(q func(m *engine.Machine)) {
 func (d *driver) leaderTerm(id engine.ContenderID) *Term {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if tid, ok := d.m.LeaderTerm(id); ok {
-		return d.terms[tid]
+	tid, name, token, gen, ok := d.m.LeaderTermInfo(id)
+	if !ok {
+		return nil
 	}
-	return nil
+	t := d.terms[tid]
+	if t == nil { // a quiet term, first asked for: its end and forgetting find it here
+		t = newTerm(d, name, token, d.deadlines[gen])
+		t.id = tid
+		d.terms[tid] = t
+	}
+	return t
 }
 
 // session returns the live session's handle, id and renewal period, or a

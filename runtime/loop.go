@@ -118,11 +118,16 @@ func (d *driver) perform(e *engine.Effect) {
 		}
 		dl.set(e.At)
 	case engine.EffTermStarted:
+		if e.Quiet {
+			return // made when asked for (leaderTerm)
+		}
 		t := newTerm(d, e.Name, e.Token, d.deadlines[e.Gen])
 		t.id, t.lock = e.Term, e.Lock
 		d.terms[e.Term] = t
 	case engine.EffTermEnded:
-		d.terms[e.Term].end(e.Reason)
+		if t := d.terms[e.Term]; t != nil {
+			t.end(e.Reason)
+		}
 	case engine.EffDispatch:
 		d.dispatch(e.Contender, d.contenders[e.Contender], d.terms[e.Term], e.Elected)
 	case engine.EffStartTask:

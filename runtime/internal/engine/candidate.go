@@ -86,6 +86,14 @@ func (c *contender) waiter() Waiter {
 	return c.x.lockW
 }
 
+// quiet reports whether nothing but a question (LeaderTermInfo) will ever
+// refer to c's terms: a plain election, with no listener, no task and no
+// waiter, outside a group. A driver need not keep a record of such a term
+// until asked: a client leading a million of them keeps none.
+func (c *contender) quiet() bool {
+	return c.kind == KindElection && !c.listener && !c.task && c.group == nil && c.waiter() == 0
+}
+
 // clearWaiter forgets c's waiter.
 func (c *contender) clearWaiter() {
 	if c.x != nil {

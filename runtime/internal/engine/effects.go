@@ -97,6 +97,7 @@ type Effect struct {
 	Term      TermID
 	Elected   bool         // EffDispatch
 	Lock      bool         // EffTermStarted
+	Quiet     bool         // EffTermStarted: no callback, task, run or waiter will refer to the term (see LeaderTermInfo)
 	Name      string       // EffTermStarted, EffWatch, EffUnwatch
 	Token     Token        // EffTermStarted
 	Gen       uint64       // EffTermStarted, EffSetDeadline, EffWatch, EffUnwatch

@@ -37,12 +37,16 @@ func (m *Machine) Wanted(id RequestID) bool {
 	return ok && !(p.req.Kind == ReqAcquire && p.abandoned)
 }
 
-// LeaderTerm returns contender id's term while it leads.
-func (m *Machine) LeaderTerm(id ContenderID) (TermID, bool) {
-	if c := m.byID[id]; c != nil && c.phase == phLeader {
-		return c.term.id, true
+// LeaderTermInfo returns contender id's term while it leads and the term
+// has not ended: its id, lease name, token and session generation. A
+// driver that keeps no record of a quiet term (Effect.Quiet) makes one
+// from this when it is asked for the term.
+func (m *Machine) LeaderTermInfo(id ContenderID) (tid TermID, name string, token Token, gen uint64, ok bool) {
+	c := m.byID[id]
+	if c == nil || c.phase != phLeader || c.term == nil || c.term.ended {
+		return 0, "", 0, 0, false
 	}
-	return 0, false
+	return c.term.id, c.name, c.term.token, c.term.sess.gen, true
 }
 
 // Stopped reports whether contender id is stopped (or was never started).

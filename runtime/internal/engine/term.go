@@ -37,7 +37,7 @@ func (m *Machine) adopt(c *contender, s *session, token Token, value []byte) {
 	c.term, c.phase = t, phLeader
 	m.unwatch(c) // a holder waits for no release (S1)
 	m.emit(Effect{Kind: EffTermStarted, Term: t.id, Contender: c.id, Name: c.name, Token: token, Gen: s.gen,
-		Lock: c.kind == KindLock})
+		Lock: c.kind == KindLock, Quiet: c.quiet()})
 	elected := vocab.Event{Kind: vocab.EventElected, Name: c.name, Token: token, Session: s.id}
 	if g := c.group; g != nil {
 		// A partition's term says its group, so that metrics can count it
