@@ -204,7 +204,7 @@ func TestSimDeterministic(t *testing.T) {
 var mutants = []string{
 	"deadline_arrival", "drift_ignored", "margin_ignored", "late_reply_revives", "release_before_revoke",
 	"release_without_token", "adopt_abandoned", "token_not_above_released", "unbounded_backoff",
-	"unpaired_callbacks", "read_then_write",
+	"unpaired_callbacks", "read_then_write", "run_before_claim",
 }
 
 func TestMutantsCaught(t *testing.T) {
