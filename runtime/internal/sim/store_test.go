@@ -165,6 +165,10 @@ func (s *store) handle(req engine.Request, id backends.SessionID) engine.Result 
 		// Fenced: only the holder's term writes.
 		if l := s.leases[req.Name]; l != nil && l.holder == ss && l.token == req.Token {
 			s.values[req.Name] = req.Value
+			s.w.tracef("store took %s#%d's value %q", req.Name, req.Token, req.Value)
+			if req.Name == cronName {
+				s.w.cron.took(s.w.now, req.Token, req.Value)
+			}
 		} else {
 			res.Err = fmt.Errorf("sim: %w", backends.ErrNotHolder)
 		}
