@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/internal/cronexpr"
 )
 
 // Prefix starts every simba directive.
@@ -56,8 +58,17 @@ type Directive struct {
 	Name string
 	// Partitions is the group's partition count (Partitioned only).
 	Partitions int
-	// Rate and Delay: at most one is set (exactly one for Scheduled).
+	// Rate, Delay and Cron: at most one is set (exactly one for Scheduled).
 	Rate, Delay time.Duration
+	// Cron is a cron expression (R1), "" if none.
+	Cron string
+	// TZ is the IANA name of the location Cron is read in, "" for UTC.
+	TZ string
+	// OverlapAfter is overlap=after: a Cron slot that came while a run
+	// went on runs when it returns (R3). The default, overlap=skip, skips it.
+	OverlapAfter bool
+	// CatchUp is how old a missed Cron slot may be and still run (R3).
+	CatchUp time.Duration
 	// Initial is the wait after each election before the first run.
 	Initial time.Duration
 	// Step is the validity each run and each item needs (E1).
@@ -86,7 +97,8 @@ func (d *Directive) Equal(e *Directive) bool {
 	a.Args, b.Args = nil, nil
 	return a.Kind == b.Kind && a.Name == b.Name && a.Partitions == b.Partitions &&
 		a.Rate == b.Rate && a.Delay == b.Delay && a.Initial == b.Initial &&
-		a.Step == b.Step && a.Items == b.Items
+		a.Step == b.Step && a.Items == b.Items && a.Cron == b.Cron && a.TZ == b.TZ &&
+		a.OverlapAfter == b.OverlapAfter && a.CatchUp == b.CatchUp
 }
 
 // ValueOffset returns the byte offset of key's value in the comment d was
@@ -119,7 +131,24 @@ func (d *Directive) String() string {
 	for _, f := range []struct {
 		key string
 		d   time.Duration
-	}{{"rate", d.Rate}, {"delay", d.Delay}, {"initial", d.Initial}, {"step", d.Step}} {
+	}{{"rate", d.Rate}, {"delay", d.Delay}} {
+		if f.d != 0 {
+			arg(f.key, f.d.String())
+		}
+	}
+	if d.Cron != "" {
+		arg("cron", strconv.Quote(d.Cron))
+	}
+	if d.TZ != "" {
+		arg("tz", d.TZ)
+	}
+	if d.OverlapAfter {
+		arg("overlap", "after")
+	}
+	for _, f := range []struct {
+		key string
+		d   time.Duration
+	}{{"catchup", d.CatchUp}, {"initial", d.Initial}, {"step", d.Step}} {
 		if f.d != 0 {
 			arg(f.key, f.d.String())
 		}
@@ -289,17 +318,27 @@ func (p *parser) errorf(offset int, key, format string, args ...any) {
 
 // keys lists the keys each kind accepts, in canonical order.
 var keys = map[Kind][]string{
-	Scheduled:   {"lease", "rate", "delay", "initial", "step", "items"},
-	Partitioned: {"group", "partitions", "rate", "delay", "initial", "step", "items"},
+	Scheduled:   {"lease", "rate", "delay", "cron", "tz", "overlap", "catchup", "initial", "step", "items"},
+	Partitioned: {"group", "partitions", "rate", "delay", "cron", "tz", "overlap", "catchup", "initial", "step", "items"},
 }
 
 // args splits s, which starts at offset base in the comment, into key=value
-// arguments and converts each value.
+// arguments and converts each value. A value that starts with a double
+// quote is a Go string literal, which may hold spaces (cron="0 * * * *").
 func (p *parser) args(s string, base int) {
 	p.seen = make(map[string]int)
 	start := -1
-	for i, r := range s {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
+		case r == '"' && start >= 0 && i > 0 && s[i-1] == '=':
+			// A quoted value: skip to its end, spaces and all.
+			if q, err := strconv.QuotedPrefix(s[i:]); err == nil {
+				i += len(q)
+				continue
+			}
+			p.errorf(base+i, "", "unterminated or invalid quoted value %s; want a Go string literal such as \"0 */5 * * * *\"", s[i:])
+			return
 		case !unicode.IsSpace(r):
 			if start < 0 {
 				start = i
@@ -308,6 +347,7 @@ func (p *parser) args(s string, base int) {
 			p.arg(s[start:i], base+start)
 			start = -1
 		}
+		i += size
 	}
 	if start >= 0 {
 		p.arg(s[start:], base+start)
@@ -317,6 +357,9 @@ func (p *parser) args(s string, base int) {
 func (p *parser) arg(word string, offset int) {
 	key, value, ok := strings.Cut(word, "=")
 	switch {
+	case !ok && len(p.d.Args) > 0 && p.d.Args[len(p.d.Args)-1].Key == "cron":
+		p.errorf(offset, "", "argument %q is not key=value; quote a cron expression that has spaces: cron=\"0 */5 * * * *\"", word)
+		return
 	case !ok:
 		p.errorf(offset, "", "argument %q is not key=value", word)
 		return
@@ -351,6 +394,10 @@ var want = map[string]string{
 	"initial":    "a duration >= 0, such as 10s",
 	"step":       "a duration >= 0, such as 2s",
 	"items":      "the name of the function or method that yields the items",
+	"cron":       `a cron expression, quoted when it has spaces: cron="0 */5 * * * *"`,
+	"tz":         "an IANA time zone name, such as Europe/Paris",
+	"overlap":    "skip or after",
+	"catchup":    "a duration >= 0, such as 1m",
 }
 
 func unknownKey(k Kind, key string) string {
@@ -383,7 +430,28 @@ func (p *parser) value(a Arg) {
 			return
 		}
 		d.Partitions = n
-	case "rate", "delay", "initial", "step":
+	case "cron":
+		p.cron(a)
+	case "tz":
+		if a.Value == "Local" {
+			p.errorf(a.ValueOffset, a.Key, "tz=Local: want %s; the local zone differs between nodes", want[a.Key])
+			return
+		}
+		loc, err := time.LoadLocation(a.Value)
+		if err != nil || strings.HasPrefix(a.Value, "\"") {
+			p.errorf(a.ValueOffset, a.Key, "tz=%s: unknown time zone; want %s", a.Value, want[a.Key])
+			return
+		}
+		d.TZ = loc.String()
+	case "overlap":
+		switch a.Value {
+		case "skip":
+		case "after":
+			d.OverlapAfter = true
+		default:
+			p.errorf(a.ValueOffset, a.Key, "overlap=%s: want %s", a.Value, want[a.Key])
+		}
+	case "rate", "delay", "initial", "step", "catchup":
 		v, err := time.ParseDuration(a.Value)
 		if err != nil {
 			p.errorf(a.ValueOffset, a.Key, "%s=%s: %v; want %s", a.Key, a.Value, err, want[a.Key])
@@ -407,6 +475,8 @@ func (p *parser) value(a Arg) {
 			d.Initial = v
 		case "step":
 			d.Step = v
+		case "catchup":
+			d.CatchUp = v
 		}
 	case "items":
 		if !token.IsIdentifier(a.Value) || a.Value == "_" {
@@ -415,6 +485,40 @@ func (p *parser) value(a Arg) {
 		}
 		d.Items = a.Value
 	}
+}
+
+// cron reads a cron= value, quoted or not, and points an error at the
+// field at fault.
+func (p *parser) cron(a Arg) {
+	text, at := a.Value, a.ValueOffset
+	if strings.HasPrefix(text, "\"") {
+		u, err := strconv.Unquote(text)
+		if err != nil {
+			p.errorf(at, a.Key, "cron=%s: %v; want %s", a.Value, err, want[a.Key])
+			return
+		}
+		if u == text[1:len(text)-1] { // no escapes: offsets carry over
+			at++
+		}
+		text = u
+	}
+	if _, err := cronexpr.Parse(text, nil); err != nil {
+		var ce *cronexpr.Error
+		if errors.As(err, &ce) {
+			if at > a.ValueOffset || !strings.HasPrefix(a.Value, "\"") {
+				at += ce.Offset
+			}
+			if ce.Field != "" {
+				p.errorf(at, a.Key, "cron=%s: %s field %q: %s", a.Value, ce.Field, ce.Value, ce.Reason)
+			} else {
+				p.errorf(at, a.Key, "cron=%s: %s", a.Value, ce.Reason)
+			}
+			return
+		}
+		p.errorf(at, a.Key, "cron=%s: %v", a.Value, err)
+		return
+	}
+	p.d.Cron = text
 }
 
 func (p *parser) nameError(a Arg, err error) {
@@ -437,14 +541,25 @@ func (p *parser) check() {
 	if _, ok := p.seen[nameKey]; !ok {
 		p.errorf(0, nameKey, "%s%s needs %s=NAME", Prefix, d.Kind, nameKey)
 	}
-	rate, hasRate := p.seen["rate"]
-	delay, hasDelay := p.seen["delay"]
+	var when []int // the indexes of rate=, delay= and cron=
+	for _, k := range []string{"rate", "delay", "cron"} {
+		if i, ok := p.seen[k]; ok {
+			when = append(when, i)
+		}
+	}
 	switch {
-	case hasRate && hasDelay:
-		second := d.Args[max(rate, delay)]
-		p.errorf(second.Offset, second.Key, "rate= and delay= exclude each other; want one: rate= for a fixed rate, delay= for a fixed delay after each run")
-	case !hasRate && !hasDelay && d.Kind == Scheduled:
-		p.errorf(0, "rate", "%sscheduled needs rate=DURATION (a fixed rate) or delay=DURATION (a fixed delay after each run)", Prefix)
+	case len(when) > 1:
+		second := d.Args[slices.Max(when)]
+		p.errorf(second.Offset, second.Key, "rate=, delay= and cron= exclude each other; want one: rate= for a fixed rate, delay= for a fixed delay after each run, cron= for a cron expression")
+	case len(when) == 0 && d.Kind == Scheduled:
+		p.errorf(0, "rate", "%sscheduled needs rate=DURATION (a fixed rate), delay=DURATION (a fixed delay after each run) or cron=\"EXPRESSION\"", Prefix)
+	}
+	if _, hasCron := p.seen["cron"]; !hasCron {
+		for _, k := range []string{"tz", "overlap", "catchup"} {
+			if i, ok := p.seen[k]; ok {
+				p.errorf(d.Args[i].Offset, k, "%s= applies to cron= schedules only", k)
+			}
+		}
 	}
 	if d.Kind != Partitioned {
 		return

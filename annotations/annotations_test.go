@@ -47,6 +47,18 @@ func TestParseValid(t *testing.T) {
 			canon:   "//simba:partitioned group=" + strings.Repeat("g", 122) + " partitions=65536",
 		},
 		{
+			// R1, R3: a quoted cron expression with spaces, its zone, overlap and catch-up.
+			comment: `//simba:scheduled lease=report cron="0 */5 * * * *" tz=Europe/Paris overlap=after catchup=1m`,
+			want:    Directive{Kind: Scheduled, Name: "report", Cron: "0 */5 * * * *", TZ: "Europe/Paris", OverlapAfter: true, CatchUp: time.Minute},
+			canon:   `//simba:scheduled lease=report cron="0 */5 * * * *" tz=Europe/Paris overlap=after catchup=1m0s`,
+		},
+		{
+			// A descriptor needs no quotes; overlap=skip is the default.
+			comment: "//simba:partitioned group=g partitions=4 overlap=skip cron=@daily",
+			want:    Directive{Kind: Partitioned, Name: "g", Partitions: 4, Cron: "@daily"},
+			canon:   `//simba:partitioned group=g partitions=4 cron="@daily"`,
+		},
+		{
 			comment: "//simba:scheduled lease=" + strings.Repeat("x", 128) + " rate=1.5s",
 			want:    Directive{Kind: Scheduled, Name: strings.Repeat("x", 128), Rate: 1500 * time.Millisecond},
 			canon:   "//simba:scheduled lease=" + strings.Repeat("x", 128) + " rate=1.5s",
@@ -110,28 +122,63 @@ func TestParseErrors(t *testing.T) {
 		{"//simba:", []string{`1: : //simba: must be followed at once, with no space, by scheduled or partitioned`}},
 		{"//simba:scheduled", []string{
 			`1: lease: //simba:scheduled needs lease=NAME`,
-			`1: rate: //simba:scheduled needs rate=DURATION (a fixed rate) or delay=DURATION (a fixed delay after each run)`,
+			`1: rate: //simba:scheduled needs rate=DURATION (a fixed rate), delay=DURATION (a fixed delay after each run) or cron="EXPRESSION"`,
 		}},
 		{"//simba:scheduled lease=x rate=1s colour=red", []string{
-			`35: colour: unknown key "colour" in //simba:scheduled; want lease, rate, delay, initial, step, items`,
+			`35: colour: unknown key "colour" in //simba:scheduled; want lease, rate, delay, cron, tz, overlap, catchup, initial, step, items`,
 		}},
 		{"//simba:scheduled lease=x rate=1s Rate=2s", []string{
-			`35: Rate: unknown key "Rate" in //simba:scheduled; want lease, rate, delay, initial, step, items`,
+			`35: Rate: unknown key "Rate" in //simba:scheduled; want lease, rate, delay, cron, tz, overlap, catchup, initial, step, items`,
 		}},
 		{"//simba:scheduled lease=x rate=1s group=g", []string{
-			`35: group: unknown key "group" in //simba:scheduled; want lease, rate, delay, initial, step, items (group= belongs to //simba:partitioned)`,
+			`35: group: unknown key "group" in //simba:scheduled; want lease, rate, delay, cron, tz, overlap, catchup, initial, step, items (group= belongs to //simba:partitioned)`,
 		}},
 		{"//simba:partitioned lease=x partitions=2", []string{
 			`1: group: //simba:partitioned needs group=NAME`,
-			`21: lease: unknown key "lease" in //simba:partitioned; want group, partitions, rate, delay, initial, step, items (a partitioned task names its group, whose partitions are the leases)`,
+			`21: lease: unknown key "lease" in //simba:partitioned; want group, partitions, rate, delay, cron, tz, overlap, catchup, initial, step, items (a partitioned task names its group, whose partitions are the leases)`,
 		}},
 		{"//simba:scheduled lease=x rate=1s rate=2s", []string{`35: rate: duplicate key rate=`}},
 		{"//simba:scheduled lease=x lease=y rate=1s", []string{`27: lease: duplicate key lease=`}},
 		{"//simba:scheduled lease=x rate=1s delay=2s", []string{
-			`35: delay: rate= and delay= exclude each other; want one: rate= for a fixed rate, delay= for a fixed delay after each run`,
+			`35: delay: rate=, delay= and cron= exclude each other; want one: rate= for a fixed rate, delay= for a fixed delay after each run, cron= for a cron expression`,
 		}},
 		{"//simba:partitioned group=g partitions=2 delay=1s rate=2s", []string{
-			`51: rate: rate= and delay= exclude each other; want one: rate= for a fixed rate, delay= for a fixed delay after each run`,
+			`51: rate: rate=, delay= and cron= exclude each other; want one: rate= for a fixed rate, delay= for a fixed delay after each run, cron= for a cron expression`,
+		}},
+		// R1: a malformed cron expression points at the field at fault.
+		{`//simba:scheduled lease=x cron="0 */5 25 * * *"`, []string{
+			`39: cron: cron="0 */5 25 * * *": hour field "25": end of range (25) above maximum (23): 25`,
+		}},
+		{`//simba:scheduled lease=x cron="61 * * * *"`, []string{
+			`33: cron: cron="61 * * * *": minute field "61": end of range (61) above maximum (59): 61`,
+		}},
+		{`//simba:scheduled lease=x cron="* * *"`, []string{
+			`33: cron: cron="* * *": 3 fields; want 5 (minute hour day-of-month month day-of-week) or 6 (second first)`,
+		}},
+		{`//simba:scheduled lease=x cron="TZ=Europe/Paris * * * * *"`, []string{
+			`33: cron: cron="TZ=Europe/Paris * * * * *": a time zone prefix is not accepted; give the location separately (Schedule.Location, or tz= in a directive)`,
+		}},
+		{`//simba:scheduled lease=x cron=@often`, []string{
+			`32: cron: cron=@often: unknown descriptor; want @yearly, @annually, @monthly, @weekly, @daily, @midnight or @hourly (for a fixed interval, use a rate)`,
+		}},
+		{`//simba:scheduled lease=x cron="0 * * * *`, []string{
+			`1: rate: //simba:scheduled needs rate=DURATION (a fixed rate), delay=DURATION (a fixed delay after each run) or cron="EXPRESSION"`,
+			`32: : unterminated or invalid quoted value "0 * * * *; want a Go string literal such as "0 */5 * * * *"`,
+		}},
+		{`//simba:scheduled lease=x cron=@daily tz=Mars/Olympus overlap=sometimes catchup=-1s`, []string{
+			`42: tz: tz=Mars/Olympus: unknown time zone; want an IANA time zone name, such as Europe/Paris`,
+			`63: overlap: overlap=sometimes: want skip or after`,
+			`81: catchup: catchup=-1s: want a duration >= 0, such as 1m`,
+		}},
+		{`//simba:scheduled lease=x cron=@daily tz=Local`, []string{
+			`42: tz: tz=Local: want an IANA time zone name, such as Europe/Paris; the local zone differs between nodes`,
+		}},
+		{`//simba:scheduled lease=x rate=1s tz=UTC catchup=1s`, []string{
+			`35: tz: tz= applies to cron= schedules only`,
+			`42: catchup: catchup= applies to cron= schedules only`,
+		}},
+		{`//simba:scheduled lease=x rate=1s cron=@daily`, []string{
+			`35: cron: rate=, delay= and cron= exclude each other; want one: rate= for a fixed rate, delay= for a fixed delay after each run, cron= for a cron expression`,
 		}},
 		{"//simba:scheduled lease rate=1s", []string{
 			`1: lease: //simba:scheduled needs lease=NAME`,
@@ -273,6 +320,9 @@ func FuzzParse(f *testing.F) {
 		"//simba:schedule lease=x",
 		"// simba:scheduled lease=x rate=1s",
 		"//simba:scheduled lease=x rate=1s rate=2s colour=red",
+		`//simba:scheduled lease=report cron="0 */5 * * * *" tz=Europe/Paris overlap=after catchup=1m`,
+		`//simba:scheduled lease=x cron="\t0 *\x20* * *" overlap=skip`,
+		`//simba:partitioned group=g partitions=2 cron=@hourly tz=UTC`,
 	} {
 		f.Add(s)
 	}

@@ -15,14 +15,18 @@
 //	directive = "//simba:" name { space argument } .
 //	name      = "scheduled" | "partitioned" .
 //	argument  = key "=" value .
-//	key       = "lease" | "group" | "partitions" | "rate" | "delay" | "initial" | "step" | "items" .
-//	value     = { any character but white space } .
+//	key       = "lease" | "group" | "partitions" | "rate" | "delay" | "cron" | "tz" | "overlap" |
+//	            "catchup" | "initial" | "step" | "items" .
+//	value     = { any character but white space } | go_string_literal .
 //
-// Keys are case-sensitive and values are unquoted; each key appears at most
-// once, in any order.
+// Keys are case-sensitive; each key appears at most once, in any order. A
+// value is a word, or a Go string literal in double quotes, which may hold
+// spaces: cron="0 */5 * * * *".
 //
-//	//simba:scheduled lease=NAME (rate=DURATION | delay=DURATION) [initial=DURATION] [step=DURATION] [items=SOURCE]
-//	//simba:partitioned group=NAME partitions=N [rate=DURATION | delay=DURATION] [initial=DURATION] [step=DURATION] [items=SOURCE]
+//	//simba:scheduled lease=NAME (rate=DURATION | delay=DURATION | cron=EXPR [tz=ZONE] [overlap=skip|after] [catchup=DURATION])
+//	                  [initial=DURATION] [step=DURATION] [items=SOURCE]
+//	//simba:partitioned group=NAME partitions=N [rate=DURATION | delay=DURATION | cron=EXPR [tz=ZONE] [overlap=skip|after] [catchup=DURATION]]
+//	                  [initial=DURATION] [step=DURATION] [items=SOURCE]
 //
 // # Keys
 //
@@ -35,9 +39,22 @@
 //	rate=DURATION     Run at a fixed rate, once per slot of this length on the store's
 //	                  clock. At least 1ms.
 //	delay=DURATION    Run this long after the previous run ended. At least 1ms.
-//	                  A schedule needs exactly one of rate and delay; a partitioned
-//	                  task may have neither, and then runs once per term of each
-//	                  partition it holds.
+//	cron=EXPR         Run at the instants a cron expression names (R1): five fields
+//	                  (minute hour day-of-month month day-of-week) or six with seconds
+//	                  first, quoted when it has spaces, or a descriptor such as @daily
+//	                  (not @every; no TZ= prefix). A malformed one is an error at the
+//	                  field at fault: hour field "25": end of range (25) above maximum (23).
+//	                  A schedule needs exactly one of rate, delay and cron; a
+//	                  partitioned task may have none, and then runs once per term of
+//	                  each partition it holds.
+//	tz=ZONE           cron= only. The IANA time zone cron's wall-clock times are read in,
+//	                  such as Europe/Paris; default UTC; never Local (R4 for daylight
+//	                  saving).
+//	overlap=POLICY    cron= only. skip (the default): a slot that comes while a run goes
+//	                  on is skipped; after: the latest such slot runs when it returns (R3).
+//	catchup=DURATION  cron= only. After a fail-over or a pause, the latest missed slot
+//	                  runs once if it is at most this old, else it is skipped (R3).
+//	                  Default 0: no missed slot runs.
 //	initial=DURATION  Wait this long after each election before the first run.
 //	                  Default 0.
 //	step=DURATION     The validity a step needs: the minimum passed to
@@ -47,8 +64,8 @@
 //	                  (or method of the same receiver) that yields the work items.
 //
 // Durations are written as [time.ParseDuration] reads them ("90s", "1m30s",
-// "250ms"); rate and delay must be positive, initial and step must not be
-// negative.
+// "250ms"); rate and delay must be positive, catchup, initial and step must
+// not be negative.
 //
 // # Near misses
 //
@@ -60,8 +77,8 @@
 // # Canonical form
 //
 // [Directive.String] prints a directive in canonical form: the name key
-// first, then partitions, rate or delay, initial, step and items, with
-// durations as [time.Duration.String] prints them and the keys whose value
-// is the default left out. Parsing the canonical form of a directive gives
+// first, then partitions, rate or delay or cron (quoted), tz, overlap,
+// catchup, initial, step and items, with durations as [time.Duration.String]
+// prints them and the keys whose value is the default left out. Parsing the canonical form of a directive gives
 // the same directive.
 package annotations

@@ -20,7 +20,7 @@ func scheduleBound(s Schedule) error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"Schedule.Rate", s.Rate}, {"Schedule.Delay", s.Delay}, {"Schedule.Initial", s.Initial}} {
+	}{{"Schedule.Rate", s.Rate}, {"Schedule.Delay", s.Delay}, {"Schedule.Initial", s.Initial}, {"Schedule.CatchUp", s.CatchUp}} {
 		if err := vocab.CheckDuration(f.name, f.d); err != nil {
 			return err
 		}

@@ -87,7 +87,7 @@
 // # Schedules
 //
 // [Client.StartSchedule] runs work while this node leads a lease, at a fixed
-// rate or with a fixed delay between runs, after an initial delay counted
+// rate, with a fixed delay between runs, or on a cron schedule (below), after an initial delay counted
 // from each election, with EnsureValid(step) before every run. Fixed-rate
 // runs are numbered by slot on the store's clock, never a node's; the last
 // slot that succeeded is written beside the lease with the term's token, so
@@ -95,6 +95,29 @@
 // the clock skew between nodes. A run interrupted by a fail-over before it
 // was recorded runs again: make runs idempotent or fence them. See
 // [Schedule].
+//
+// # Cron schedules
+//
+// Schedule.Cron runs work at the instants a cron expression names, read as
+// wall-clock times in Schedule.Location (UTC when nil); Schedule.Timetable
+// takes a [Timetable] of your own instead, anything with
+// Next(time.Time) time.Time. The expression has five fields (minute hour
+// day-of-month month day-of-week) or six with seconds first; a day matches
+// when either day field does if both are restricted; @yearly, @monthly,
+// @weekly, @daily and @hourly are accepted; @every and TZ= prefixes are not
+// (use Rate, and Location). [ParseCron] checks one; a bad one is an error
+// naming the field at fault (R1).
+//
+// The slot is the scheduled instant on the store's clock. It is claimed in
+// the store, with the term's token, before its run starts, so a slot runs at
+// most once across fail-overs and nodes whose clocks disagree — and a run
+// that fails or is interrupted is not run again (R2). A slot that comes
+// while a run goes on is skipped ([OverlapSkip], the default) or run when it
+// returns ([OverlapAfter]). After a fail-over or a pause, the latest slot
+// missed runs at once if it is at most Schedule.CatchUp old, and is skipped
+// otherwise (R3). Across daylight-saving changes, a wall-clock time that
+// does not exist does not run, and one that happens twice runs once (R4).
+// [ScheduledSlot] gives a run its slot, the same on every node.
 //
 // # Partition groups
 //

@@ -278,3 +278,41 @@ func ExampleClient_StartGroup() {
 	// Output:
 	// member 1 holds 4 partitions; member 2 holds 4 partitions
 }
+
+// A cron schedule: every second, in Paris's wall-clock time; each run gets
+// its slot, the scheduled instant on the store's clock, the same on every
+// node (an idempotency key). A missed slot up to a minute old is caught up
+// after a fail-over; a slot that comes while a run goes on is skipped.
+func ExampleClient_StartSchedule_cron() {
+	client, _ := runtime.NewClient(memory.New(), runtime.ConfigFor(time.Second))
+	defer client.Close(context.Background())
+
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		panic(err)
+	}
+	slots := make(chan time.Time, 10)
+	task, err := client.StartSchedule("report", runtime.Schedule{Cron: "* * * * * *", Location: paris,
+		Overlap: runtime.OverlapSkip, CatchUp: time.Minute},
+		func(ctx context.Context, t *runtime.Term) error {
+			slot, _ := runtime.ScheduledSlot(ctx)
+			slots <- slot
+			return nil
+		})
+	if err != nil {
+		panic(err)
+	}
+	first, second := <-slots, <-slots
+	fmt.Println("a second apart:", second.Sub(first))
+	fmt.Println("on the second:", first.Equal(first.Truncate(time.Second)))
+	if err := task.Stop(context.Background()); err != nil {
+		panic(err)
+	}
+
+	_, err = runtime.ParseCron("0 */5 25 * * *", paris)
+	fmt.Println(err)
+	// Output:
+	// a second apart: 1s
+	// on the second: true
+	// cron expression "0 */5 25 * * *": hour field "25": end of range (25) above maximum (23): 25
+}

@@ -60,6 +60,10 @@ func (c *Client) StartGroup(name string, partitions int, s Schedule, fn Partitio
 	if err := validateSchedule(s, c.cfg, true); err != nil {
 		return nil, fmt.Errorf("simba: start group %q: %w", name, err)
 	}
+	s, err := c.withTimetable(s, name)
+	if err != nil {
+		return nil, fmt.Errorf("simba: start group %q: %w", name, err)
+	}
 	if _, ok := c.d.backend.(backends.StoreClock); !vocab.Once(s) && !ok {
 		return nil, fmt.Errorf("simba: start group %q: the backend (%T) has no store clock to number slots with", name, c.d.backend)
 	}

@@ -13,6 +13,9 @@ import (
 // validateSchedule checks s against cfg, with its defaults applied; onceOK
 // tells whether "neither Rate nor Delay" is allowed.
 func validateSchedule(s Schedule, cfg Config, onceOK bool) error {
+	if err := validateTimetable(s); err != nil {
+		return err
+	}
 	switch {
 	case s.Rate < 0 || s.Rate > 0 && s.Rate < time.Millisecond || s.Rate%time.Millisecond != 0:
 		return &ConfigError{Field: "Schedule.Rate", Value: s.Rate.String(), Want: ">= 1ms, a whole number of milliseconds (slots are counted in milliseconds of the store's clock)"}
@@ -21,12 +24,12 @@ func validateSchedule(s Schedule, cfg Config, onceOK bool) error {
 	case s.Rate > 0 && s.Delay > 0:
 		return &ConfigError{Field: "Schedule.Rate", Value: s.Rate.String(), Want: "0 when Schedule.Delay is set: exactly one of Rate and Delay"}
 	case vocab.Once(s) && !onceOK:
-		return &ConfigError{Field: "Schedule.Rate", Value: "0", Want: "> 0, or Schedule.Delay > 0: exactly one of Rate and Delay"}
+		return &ConfigError{Field: "Schedule.Rate", Value: "0", Want: "> 0, or Schedule.Delay > 0, Cron or Timetable set: exactly one of them"}
 	case s.Initial < 0:
 		return &ConfigError{Field: "Schedule.Initial", Value: s.Initial.String(), Want: ">= 0"}
 	case s.Step < 0:
 		return &ConfigError{Field: "Schedule.Step", Value: s.Step.String(), Want: ">= 0"}
-	case s.Rate > vocab.MaxDuration || s.Delay > vocab.MaxDuration || s.Initial > vocab.MaxDuration:
+	case s.Rate > vocab.MaxDuration || s.Delay > vocab.MaxDuration || s.Initial > vocab.MaxDuration || s.CatchUp > vocab.MaxDuration:
 		return scheduleBound(s)
 	}
 	// A step that can never pass: after a renewal the term has at most the
@@ -55,6 +58,10 @@ func (c *Client) StartSchedule(name string, s Schedule, fn TaskFunc) (*Scheduled
 		return nil, fmt.Errorf("simba: start schedule: %w", err)
 	}
 	if err := validateSchedule(s, c.cfg, false); err != nil {
+		return nil, fmt.Errorf("simba: start schedule %q: %w", name, err)
+	}
+	s, err := c.withTimetable(s, name)
+	if err != nil {
 		return nil, fmt.Errorf("simba: start schedule %q: %w", name, err)
 	}
 	if _, ok := c.d.backend.(backends.StoreClock); !ok {

@@ -48,8 +48,8 @@ func (d *driver) startTask(e *engine.Effect) {
 	}()
 }
 
-// startRun runs one scheduled run of a term (EffStartRun), with its
-// fixed-rate slot in the context.
+// startRun runs one scheduled run of a term (EffStartRun), with its slot
+// (fixed-rate, Cron or Timetable) in the context.
 func (d *driver) startRun(e *engine.Effect) {
 	t, fn := d.terms[e.Term], d.work(e)
 	slot, hasSlot := e.Slot, e.HasSlot
@@ -65,10 +65,11 @@ func (d *driver) startRun(e *engine.Effect) {
 
 type slotKey struct{}
 
-// ScheduledSlot returns the start, on the store's clock, of the fixed-rate
-// slot a run was started for, from the run's context; ok is false outside a
-// fixed-rate run. The slot start names the run across nodes and fail-overs,
-// so it serves as an idempotency key.
+// ScheduledSlot returns the slot a run was started for, from the run's
+// context, on the store's clock: the start of a fixed-rate slot, or the
+// scheduled instant of a Cron or Timetable slot (R1); ok is false outside
+// such a run (a fixed-delay one). The slot names the run across nodes and
+// fail-overs, so it serves as an idempotency key.
 func ScheduledSlot(ctx context.Context) (start time.Time, ok bool) {
 	start, ok = ctx.Value(slotKey{}).(time.Time)
 	return start, ok

@@ -195,9 +195,10 @@ type Config = vocab.Config
 // errors.Is.
 type ConfigError = vocab.ConfigError
 
-// Schedule says when leader-only work runs (§13). Exactly one of Rate
-// and Delay is set for [Client.StartSchedule]; for [Client.StartGroup], both
-// zero means "once per term". Its fields, all time.Duration:
+// Schedule says when leader-only work runs (§13). Exactly one of Rate,
+// Delay, Cron and Timetable is set for [Client.StartSchedule]; for
+// [Client.StartGroup], none means "once per term". Its fields (Rate,
+// Delay, Initial and Step are time.Durations):
 //
 //	Rate     runs the work in every slot of this length: a whole number of
 //	         milliseconds, at least 1ms, since slots are counted in
@@ -210,6 +211,20 @@ type ConfigError = vocab.ConfigError
 //	         EnsureValid(Step); a run that fails the check is not started, and
 //	         is tried again after the next successful renewal within the same
 //	         slot.
+//	Cron     (string) runs the work at the instants a cron expression names:
+//	         five fields (minute hour day-of-month month day-of-week), or six
+//	         with seconds first, or @yearly, @monthly, @weekly, @daily,
+//	         @hourly (R1). See "Cron schedules" in the package documentation.
+//	Location (*time.Location) is where Cron's wall-clock times are read;
+//	         nil is UTC, never the node's local zone.
+//	Timetable (Timetable) runs the work at the instants its Next gives: a
+//	         schedule of your own in place of Cron (R1).
+//	Overlap  (Overlap) for Cron or Timetable: OverlapSkip (the default) skips
+//	         the slots that come while a run goes on, OverlapAfter runs the
+//	         latest of them when it returns (R3).
+//	CatchUp  (time.Duration) for Cron or Timetable: after a fail-over or a
+//	         pause, the latest slot missed runs once if it is at most this
+//	         old, else it is skipped; 0 runs none (R3).
 //
 // Fixed rate numbers runs by slot on the store's clock, never a node's: slot
 // k is [k·Rate, (k+1)·Rate) in Unix time. The start of the last slot whose

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +18,13 @@ func module(t *testing.T, files map[string]string) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	files["go.mod"] = fmt.Sprintf("module example.test/m\n\ngo 1.26.0\n\nrequire github.com/simba-go/simba v0.0.0\n\nreplace github.com/simba-go/simba => %s\n", repo)
+	// The testdata module's go.mod lists what this module's packages need.
+	mod, err := os.ReadFile(filepath.Join(repo, "testdata", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["go.mod"] = strings.NewReplacer("module github.com/simba-go/simba/testdata", "module example.test/m",
+		"=> ../", "=> "+repo).Replace(string(mod))
 	sum, err := os.ReadFile(filepath.Join(repo, "testdata", "go.sum"))
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +135,7 @@ func Third(ctx context.Context) error { return nil }
 	dir := module(t, map[string]string{"p/p.go": bad})
 	t.Chdir(filepath.Join(dir, "p"))
 	code, _, stderr := simbagen()
-	want := `p.go:9:40: unknown key "colour" in //simba:scheduled; want lease, rate, delay, initial, step, items
+	want := `p.go:9:40: unknown key "colour" in //simba:scheduled; want lease, rate, delay, cron, tz, overlap, catchup, initial, step, items
 p.go:12:37: delay=1x: time: unknown unit "x" in duration "1x"; want a duration of at least 1ms, such as 30s
 p.go:16:6: Third has the wrong signature for //simba:scheduled: have func(ctx context.Context) error; want func(ctx context.Context, t *runtime.Term) error
 `

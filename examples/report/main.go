@@ -1,7 +1,8 @@
 // Command report runs a leader-only report on N nodes in one process: the
-// report runs once per second of the store's clock, on one node at a time.
+// report runs once per second of the store's clock, on one node at a time,
+// and a digest on a cron schedule, every even second of Paris's wall clock.
 // The leader is stopped gracefully and another takes over at once; the next
-// leader steps down for a while; no slot runs twice.
+// leader steps down for a while; no slot of either runs twice.
 //
 //	go run ./examples/report [--nodes 3] [--for 9s] [--backend memory:] [--lease 3s]
 //
@@ -9,8 +10,9 @@
 // of runtime.ConfigFromEnv, overridden by the -simba-* flags of
 // runtime.RegisterConfigFlags (--lease is --simba-lease-duration).
 //
-// The registration code, RegisterReporterReport and RegisterAll, is
-// generated from the directive on Report into simba_gen.go.
+// The registration code, RegisterReporterReport, RegisterReporterDigest and
+// RegisterAll, is generated from the directives on Report and Digest into
+// simba_gen.go.
 package main
 
 //go:generate go tool simbagen
@@ -45,13 +47,43 @@ func (r *Reporter) Report(ctx context.Context, t *runtime.Term) error {
 	return nil
 }
 
-// Log is what every node's Report did, shared for the demo's sake.
-type Log struct {
-	c      *cluster.Cluster
-	mu     sync.Mutex
-	runs   []time.Time // when each run started, in order
-	byNode map[int]int // node → runs
+// Digest runs at the cron schedule's slots, every even second of Paris's
+// wall clock, on the node that holds the lease "digest". Each slot runs at
+// most once, whichever node runs it; after a fail-over, a slot missed by at
+// most a second is caught up, an older one skipped.
+//
+//simba:scheduled lease=digest cron="*/2 * * * * *" tz=Europe/Paris overlap=skip catchup=1s
+func (r *Reporter) Digest(ctx context.Context, t *runtime.Term) error {
+	slot, _ := runtime.ScheduledSlot(ctx)
+	r.log.digested(r.node, t, slot)
+	return nil
 }
+
+// Log is what every node's Report and Digest did, shared for the demo's
+// sake.
+type Log struct {
+	c       *cluster.Cluster
+	mu      sync.Mutex
+	runs    []time.Time       // when each run of Report started, in order
+	byNode  map[int]int       // node → runs of Report
+	digests map[time.Time]int // Digest's slot → runs
+}
+
+func (l *Log) digested(node int, t *runtime.Term, slot time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.digests[slot]++
+	l.c.Did(node, t, "runs the digest of the %s slot (Paris; token %d)", slot.In(paris).Format("15:04:05"), t.Token())
+}
+
+// paris is the digest's location.
+var paris = func() *time.Location {
+	loc, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		return time.UTC
+	}
+	return loc
+}()
 
 func (l *Log) ran(node int, t *runtime.Term) {
 	l.mu.Lock()
@@ -90,7 +122,7 @@ func run(opts cluster.Options) error {
 		return err
 	}
 	defer c.Close()
-	log := &Log{c: c, byNode: make(map[int]int)}
+	log := &Log{c: c, byNode: make(map[int]int), digests: make(map[time.Time]int)}
 	c.Printf("%d nodes contend for the lease \"report\" on %s (lease %v)", opts.Nodes, backendurl.Redact(opts.Backend), opts.Lease())
 	c.Announce("report")
 	regs := make([][]runtime.Registration, opts.Nodes)
@@ -134,5 +166,11 @@ func run(opts cluster.Options) error {
 	if len(log.runs) > 2 && gap < 500*time.Millisecond {
 		return fmt.Errorf("two runs %v apart: a slot ran twice", gap)
 	}
+	for slot, n := range log.digests {
+		if n > 1 {
+			return fmt.Errorf("the digest's %v slot ran %d times", slot, n)
+		}
+	}
+	c.Printf("the digest ran %d cron slots, each once", len(log.digests))
 	return nil
 }

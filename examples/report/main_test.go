@@ -18,7 +18,7 @@ func TestRun(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	log := out.String()
-	for _, want := range []string{"stopping node-", "steps down for", "no slot ran twice"} {
+	for _, want := range []string{"stopping node-", "steps down for", "no slot ran twice", "runs the digest of the", "cron slots, each once"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the timeline lacks %q:\n%s", want, log)
 		}

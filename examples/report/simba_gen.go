@@ -16,6 +16,7 @@ var _ = simbart.SupportPackageIsVersion1
 // generated fails to compile here. Run go generate again.
 var (
 	_ func(*Reporter, context.Context, *simbart.Term) error = (*Reporter).Report
+	_ func(*Reporter, context.Context, *simbart.Term) error = (*Reporter).Digest
 )
 
 // RegisterReporterReport starts (*Reporter).Report on c under the lease
@@ -32,11 +33,31 @@ func RegisterReporterReport(c *simbart.Client, reporter *Reporter) (simbart.Regi
 	return e, nil
 }
 
-// RegisterAll starts (*Reporter).Report on c, in source order, without
-// blocking. If one fails to start, it stops those it started and returns the
-// error.
+// RegisterReporterDigest starts (*Reporter).Digest on c under the lease
+// "digest": while c holds the lease, it runs Digest at the instants of the cron
+// expression "*/2 * * * * *" in Europe/Paris (each slot at most once), a slot
+// missed in a fail-over caught up if at most 1s old. It does not block: stop
+// the registration to hand the work over. The directive on Digest:
+//
+//	//simba:scheduled lease=digest cron="*/2 * * * * *" tz=Europe/Paris overlap=skip catchup=1s
+func RegisterReporterDigest(c *simbart.Client, reporter *Reporter) (simbart.Registration, error) {
+	loc, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.StartSchedule("digest", simbart.Schedule{Cron: "*/2 * * * * *", Location: loc, CatchUp: time.Second}, reporter.Digest)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// RegisterAll starts (*Reporter).Report and (*Reporter).Digest on c, in source
+// order, without blocking. If one fails to start, it stops those it started and
+// returns the error.
 func RegisterAll(c *simbart.Client, reporter *Reporter) ([]simbart.Registration, error) {
 	return simbart.StartAll(
 		func() (simbart.Registration, error) { return RegisterReporterReport(c, reporter) },
+		func() (simbart.Registration, error) { return RegisterReporterDigest(c, reporter) },
 	)
 }

@@ -77,7 +77,7 @@ func bigModule(b *testing.B) (root, dir string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	gomod := fmt.Sprintf("module example.test/big\n\ngo 1.26.0\n\nrequire github.com/simba-go/simba v0.0.0\n\nreplace github.com/simba-go/simba => %s\n", root)
+	gomod := caseGoMod(b, filepath.Join(root, "testdata"), "example.test/big", root)
 	sum, err := os.ReadFile(filepath.Join(root, "testdata", "go.sum"))
 	if err != nil {
 		b.Fatal(err)

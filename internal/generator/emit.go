@@ -134,6 +134,7 @@ var locals = [][]string{
 	{"g", "group"},           // what StartGroup returns
 	{"run", "steps"},         // the typed-steps wrapper
 	{"step", "stepValidity"}, // the step constant
+	{"loc", "location"},      // a cron schedule's location
 }
 
 // pick returns the first of names that is free (not taken and not a
@@ -254,6 +255,10 @@ func (e *emitter) register(t *Task) {
 			})
 			fn = e.id("run")
 		}
+		if d.TZ != "" {
+			g.List(e.id("loc"), e.id("err")).Op(":=").Qual("time", "LoadLocation").Call(jen.Lit(d.TZ))
+			g.If(e.id("err").Op("!=").Nil()).Block(jen.Return(jen.Nil(), e.id("err")))
+		}
 		result := e.id("e")
 		start := jen.Add(e.id("c")).Dot("StartSchedule").Call(jen.Lit(d.Name), e.schedule(d, step), fn)
 		if t.Partitioned() {
@@ -322,6 +327,18 @@ func (e *emitter) schedule(d *annotations.Directive, step jen.Code) *jen.Stateme
 			fields = append(fields, jen.Id(f.name).Op(":").Add(durationCode(f.d)))
 		}
 	}
+	if d.Cron != "" {
+		fields = append(fields, jen.Id("Cron").Op(":").Lit(d.Cron))
+	}
+	if d.TZ != "" {
+		fields = append(fields, jen.Id("Location").Op(":").Add(e.id("loc")))
+	}
+	if d.OverlapAfter {
+		fields = append(fields, jen.Id("Overlap").Op(":").Qual(RuntimePath, "OverlapAfter"))
+	}
+	if d.CatchUp != 0 {
+		fields = append(fields, jen.Id("CatchUp").Op(":").Add(durationCode(d.CatchUp)))
+	}
 	if d.Step != 0 {
 		fields = append(fields, jen.Id("Step").Op(":").Add(step))
 	}
@@ -387,6 +404,18 @@ func (e *emitter) doc(t *Task) string {
 		fmt.Fprintf(&b, " every %s", human(d.Rate))
 	case d.Delay != 0:
 		fmt.Fprintf(&b, " %s after the previous run ended", human(d.Delay))
+	case d.Cron != "":
+		zone := "UTC"
+		if d.TZ != "" {
+			zone = d.TZ
+		}
+		fmt.Fprintf(&b, " at the instants of the cron expression %q in %s (each slot at most once)", d.Cron, zone)
+		if d.OverlapAfter {
+			b.WriteString(", a slot that came during a run running when it returns")
+		}
+		if d.CatchUp != 0 {
+			fmt.Fprintf(&b, ", a slot missed in a fail-over caught up if at most %s old", human(d.CatchUp))
+		}
 	default:
 		b.WriteString(" once per term")
 	}

@@ -249,11 +249,24 @@ func compareWant(t *testing.T, file string, ar *txtar.Archive, got string) {
 	}
 }
 
+// caseGoMod returns the go.mod of a module named name that requires this
+// one, at repo, with the requirements of the testdata module (those of this
+// module's packages, which Go wants listed).
+func caseGoMod(t testing.TB, testdata, name, repo string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testdata, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := strings.Replace(string(b), "module github.com/simba-go/simba/testdata", "module "+name, 1)
+	return strings.Replace(mod, "replace github.com/simba-go/simba => ../", "replace github.com/simba-go/simba => "+repo, 1)
+}
+
 // writeModule makes dir a module that requires this one, from its source.
 func writeModule(t *testing.T, dir, testdata string) {
 	t.Helper()
 	repo := filepath.Dir(testdata)
-	gomod := fmt.Sprintf("module example.test/cases\n\ngo 1.26.0\n\nrequire github.com/simba-go/simba v0.0.0\n\nreplace github.com/simba-go/simba => %s\n", repo)
+	gomod := caseGoMod(t, testdata, "example.test/cases", repo)
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
 		t.Fatal(err)
 	}

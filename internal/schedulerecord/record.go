@@ -18,6 +18,7 @@ import (
 const (
 	Rate  = "rate"  // a fixed-rate schedule: the record is the start of the last slot whose run succeeded
 	Delay = "delay" // a fixed-delay schedule: the record is when the last successful run ended
+	Cron  = "cron"  // a cron or timetable schedule: the record is the instant of the last slot whose run succeeded
 )
 
 // prefix starts every record: the format's version.
@@ -27,16 +28,19 @@ const prefix = "simba/v1 "
 // after each successful run: the record a node elected next reads to know
 // what not to run again.
 type Record struct {
-	// Kind is Rate for a fixed-rate schedule, Delay for a fixed-delay one.
+	// Kind is Rate for a fixed-rate schedule, Delay for a fixed-delay one,
+	// Cron for a cron or timetable schedule.
 	Kind string
 	// At is, for Rate, the start of the last slot whose run succeeded; for
-	// Delay, when the last successful run ended. Both are on the store's
+	// Delay, when the last successful run ended; for Cron, the scheduled
+	// instant of the last slot whose run succeeded. All are on the store's
 	// clock, to the millisecond.
 	At time.Time
 }
 
 // Encode returns the lease value that records a run of a schedule of kind:
-// for Rate the start of its slot, for Delay its end, in Unix milliseconds
+// for Rate the start of its slot, for Delay its end, for Cron its slot's
+// instant, in Unix milliseconds
 // of the store's clock.
 func Encode(kind string, at time.Time) []byte {
 	return []byte(prefix + kind + " " + strconv.FormatInt(at.UnixMilli(), 10))
@@ -56,11 +60,11 @@ func DecodeKind(v []byte, kind string) (at time.Time, ok bool) {
 	return time.UnixMilli(ms), true
 }
 
-// Decode reads a lease value written by Encode, of either kind. It reports
+// Decode reads a lease value written by Encode, of any kind. It reports
 // false for any other value: a lease that no schedule ran under, or a value
 // written by something else.
 func Decode(v []byte) (Record, bool) {
-	for _, kind := range [...]string{Rate, Delay} {
+	for _, kind := range [...]string{Rate, Delay, Cron} {
 		if at, ok := DecodeKind(v, kind); ok {
 			return Record{Kind: kind, At: at}, true
 		}

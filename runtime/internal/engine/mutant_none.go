@@ -1,4 +1,4 @@
-//go:build !mutant_deadline_arrival && !mutant_drift_ignored && !mutant_margin_ignored && !mutant_late_reply_revives && !mutant_release_before_revoke && !mutant_release_without_token && !mutant_adopt_abandoned && !mutant_token_not_above_released && !mutant_unbounded_backoff && !mutant_unpaired_callbacks
+//go:build !mutant_deadline_arrival && !mutant_drift_ignored && !mutant_margin_ignored && !mutant_late_reply_revives && !mutant_release_before_revoke && !mutant_release_without_token && !mutant_adopt_abandoned && !mutant_token_not_above_released && !mutant_unbounded_backoff && !mutant_unpaired_callbacks && !mutant_run_before_claim
 
 package engine
 
@@ -18,4 +18,5 @@ package engine
 //	token-not-above-released  A3: a token this session released adopted again
 //	unbounded-backoff         C3: the retry after a failed renewal not capped by RenewInterval
 //	unpaired-callbacks        L1, L6: a revoked callback after an elected one that was never dispatched
+//	run-before-claim          R2: a cron slot's run starts without waiting for its claim
 const mutant = ""

@@ -42,22 +42,33 @@ const (
 	runRunning                     // a run is in progress
 	runRecordWait                  // a fixed-delay run ended; waiting for the store's clock to record it
 	runRecording                   // the record is being written
+	runClaiming                    // a Cron or Timetable slot is being claimed before its run
 	runOver                        // the term's runs are over
 )
 
 // run is the planner of one scheduled term's runs.
 type run struct {
 	spec    vocab.Schedule
-	kind    string    // schedulerecord.Rate or Delay, as recorded
+	kind    string    // schedulerecord.Rate, Delay or Cron, as recorded
 	last    time.Time // the last slot (rate) or end (delay) recorded, if hasLast
 	hasLast bool
-	firstAt Mono  // no run before (the initial delay)
-	slot    int64 // the fixed-rate slot planned or running
-	state   runState
-	started Mono  // when the run in progress started
-	failed  error // runRecordWait: the run's error
-	cancel  bool  // runRecordWait: it matched context.Canceled
-	status  *RunStatus
+	firstAt Mono      // no run before (the initial delay)
+	slot    int64     // the fixed-rate slot planned or running
+	slotAt  time.Time // a Cron or Timetable schedule's slot planned or running
+	// slotReady is when slotAt was ready to run, on the store's clock: its
+	// instant, or when it was planned if later (a slot caught up)
+	slotReady time.Time
+	// claimed: slotAt is claimed in the store, and its run waits for a
+	// renewal that passes the step check
+	claimed bool
+	// afterRun: the plan follows a run of this term, so slots are skipped
+	// or run as spec.Overlap says, not as spec.CatchUp does
+	afterRun bool
+	state    runState
+	started  Mono  // when the run in progress started
+	failed   error // runRecordWait: the run's error
+	cancel   bool  // runRecordWait: it matched context.Canceled
+	status   *RunStatus
 }
 
 func floorDiv(a, b int64) int64 {
@@ -90,6 +101,8 @@ func (m *Machine) startWork(c *contender, t *term, value []byte) {
 		r := &run{spec: s, kind: schedulerecord.Rate, firstAt: m.now + s.Initial, status: status}
 		if s.Delay > 0 {
 			r.kind = schedulerecord.Delay
+		} else if s.Timetable != nil {
+			r.kind = schedulerecord.Cron
 		}
 		r.last, r.hasLast = schedulerecord.DecodeKind(value, r.kind)
 		t.run = r
@@ -160,7 +173,18 @@ func (m *Machine) planRun(t *term) {
 		return
 	}
 	var due time.Time
-	if rate := r.spec.Rate.Milliseconds(); rate > 0 {
+	if r.spec.Timetable != nil {
+		var ok bool
+		if due, ok = r.planSlot(store); !ok {
+			// No slot to come: the term's runs are over, though it goes on.
+			r.state, r.status.HasNext, r.afterRun = runOver, false, false
+			return
+		}
+		r.slotAt, r.slotReady, r.afterRun, r.claimed = due, due, false, false
+		if store.After(due) {
+			r.slotReady = store
+		}
+	} else if rate := r.spec.Rate.Milliseconds(); rate > 0 {
 		r.slot = max(floorDiv(store.UnixMilli(), rate), 0)
 		if r.hasLast && r.slot*rate <= r.last.UnixMilli() {
 			r.slot = floorDiv(r.last.UnixMilli(), rate) + 1
@@ -186,6 +210,18 @@ func (m *Machine) planRun(t *term) {
 // the run waits for the next renewal, within the same slot.
 func (m *Machine) runDue(t *term) {
 	r := t.run
+	if r.spec.Timetable != nil {
+		// The slot was missed while it waited (a pause, a later slot
+		// come): plan again, with the catch-up window.
+		grace := slotGrace
+		if r.state == runWaitRenewal {
+			grace += m.cfg.RenewInterval
+		}
+		if store, ok := m.storeNow(); ok && r.slotPassed(store, grace) {
+			m.planRun(t)
+			return
+		}
+	}
 	if rate := r.spec.Rate.Milliseconds(); rate > 0 {
 		// A slot missed while waiting (the initial delay, a long run) is
 		// skipped: run the slot current now.
@@ -198,17 +234,29 @@ func (m *Machine) runDue(t *term) {
 		m.waiting = append(m.waiting, t)
 		return
 	}
+	t.taskRunning = true
+	t.c.tasks++
+	if r.spec.Timetable != nil && !r.claimed {
+		m.claim(t)
+		return
+	}
+	m.startRun(t)
+}
+
+// startRun starts t's run now.
+func (m *Machine) startRun(t *term) {
+	r := t.run
 	r.state, r.started = runRunning, m.now
 	r.status.LastRun, r.status.HasLastRun, r.status.HasNext = m.now, true, false
 	r.status.Runs++
-	t.taskRunning = true
-	t.c.tasks++
 	e := Effect{Kind: EffStartRun, Contender: t.c.id, Term: t.id}
 	if g := t.c.group; g != nil {
 		e.Group, e.Partition = g.id, t.c.part
 	}
 	if rate := r.spec.Rate.Milliseconds(); rate > 0 {
 		e.Slot, e.HasSlot = time.UnixMilli(r.slot*rate), true
+	} else if r.spec.Timetable != nil {
+		e.Slot, e.HasSlot = r.slotAt, true
 	}
 	m.emit(e)
 }
@@ -241,9 +289,15 @@ func (m *Machine) runDone(t *term, err error, canceled bool) {
 
 func (m *Machine) record(t *term, err error, canceled bool) {
 	r := t.run
+	if r.spec.Timetable != nil { // claimed before the run: nothing to record
+		m.runFinished(t, false)
+		return
+	}
 	var at time.Time
 	if rate := r.spec.Rate.Milliseconds(); rate > 0 {
 		at = time.UnixMilli(r.slot * rate)
+	} else if r.spec.Timetable != nil {
+		at = r.slotAt
 	} else if store, ok := m.storeNow(); ok {
 		at = store
 	} else if s, live := m.current(t.sess.gen); live {
@@ -274,6 +328,10 @@ func (m *Machine) record(t *term, err error, canceled bool) {
 
 func (m *Machine) putValueDone(p *pendingReq, res Result) {
 	t := p.t
+	if t != nil && t.run != nil && t.run.state == runClaiming {
+		m.claimDone(t, res.Err)
+		return
+	}
 	if t == nil || t.run == nil || t.run.state != runRecording {
 		return
 	}
@@ -299,6 +357,7 @@ func (m *Machine) runFinished(t *term, quit bool) {
 	}
 	t.taskRunning = false
 	t.c.tasks--
+	r.afterRun = true
 	m.planRun(t)
 }
 
@@ -333,6 +392,8 @@ func (m *Machine) wakeWaiters() {
 			continue
 		}
 		switch {
+		case r.state == runWaitRenewal && !t.ended && r.spec.Timetable != nil:
+			m.runDue(t) // it replans if the slot was missed meanwhile
 		case r.state == runWaitRenewal && !t.ended:
 			if rate := r.spec.Rate.Milliseconds(); rate > 0 {
 				if store, ok := m.storeNow(); ok && floorDiv(store.UnixMilli(), rate) > r.slot {

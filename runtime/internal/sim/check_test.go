@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -74,7 +75,10 @@ func (c *checker) violate(rule, format string, args ...any) {
 	c.w.tracef("VIOLATION %s", msg)
 }
 
-func (c *checker) fault(kind string) { c.faults[kind]++ }
+func (c *checker) fault(kind string) {
+	c.faults[kind]++
+	c.w.tracef("fault %s", kind)
+}
 
 func (c *checker) sessionOpened(n *node, gen uint64, id backends.SessionID) {
 	c.sessions[id] = genKey{n.i, n.life, gen}
@@ -135,7 +139,9 @@ func (c *checker) effect(n *node, e engine.Effect) {
 		}
 		c.terms[t.key] = t
 		c.order = append(c.order, t)
-		if c.faultsEnd > 0 {
+		// Liveness is measured on the scenario's names only: the cron
+		// schedule's lease is not one (allHeld counts them).
+		if c.faultsEnd > 0 && slices.Contains(c.w.p.names, e.Name) {
 			if _, seen := c.firstAfter[e.Name]; !seen {
 				c.firstAfter[e.Name] = now
 				c.allHeld()

@@ -6,8 +6,11 @@
 // early, duplicated and lost release broadcasts and shortened grants, and
 // check on the simulator's true time that no two terms of one name are
 // valid at once, that tokens strictly increase per name, that a fenced
-// resource accepts no stale write, that callbacks pair, and that a holder
-// appears soon after the faults end.
+// resource accepts no stale write, that callbacks pair, that a holder
+// appears soon after the faults end, and, in the half of the runs where
+// every node also runs a cron schedule (a timetable on the store's clock),
+// that no slot's run starts twice unless an amnesiac store restart lost its
+// claim in between (R2).
 //
 // Rule names such as L3 refer to docs/design.md in the repository.
 //

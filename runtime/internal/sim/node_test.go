@@ -149,6 +149,7 @@ func (n *node) crash() {
 	n.reset()
 	n.resumedAt = n.w.now
 	n.tick()
+	n.startCron()
 }
 
 // flush performs the core's effects, then sets the wake-up.
@@ -224,7 +225,7 @@ func (n *node) perform(e engine.Effect) {
 			n.taskReturns(t, w.between(0, 2*w.p.cfg.LeaseDuration), false)
 		}
 	case engine.EffStartRun:
-		panic("sim: no schedules are simulated")
+		n.run(e)
 	case engine.EffComplete:
 		if c := n.lockWaiters[e.Waiter]; c != nil {
 			delete(n.lockWaiters, e.Waiter)

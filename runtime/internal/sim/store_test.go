@@ -22,6 +22,7 @@ type store struct {
 
 	sessions  map[backends.SessionID]*storeSession
 	leases    map[string]*storeLease
+	values    map[string][]byte // the lease values written (PutValue), which outlive the leases
 	lastToken engine.Token
 	nextID    int
 	guard     time.Duration // no grants before this store time (amnesia guard)
@@ -43,7 +44,7 @@ type storeLease struct {
 
 func newStore(w *world, rate float64, maxLease time.Duration) *store {
 	return &store{w: w, rate: rate, maxLease: maxLease, offset: time.Duration(1_000_000) * time.Second,
-		sessions: map[backends.SessionID]*storeSession{}, leases: map[string]*storeLease{}}
+		sessions: map[backends.SessionID]*storeSession{}, leases: map[string]*storeLease{}, values: map[string][]byte{}}
 }
 
 // now is the store's clock at true time t.
@@ -119,7 +120,7 @@ func (s *store) handle(req engine.Request, id backends.SessionID) engine.Result 
 	case engine.ReqAcquire:
 		if l := s.leases[req.Name]; l != nil && s.live(l.holder.id) != nil {
 			if l.holder == ss {
-				res.Grant = backends.Grant{Token: l.token, Digest: s.digest(ss)}
+				res.Grant = backends.Grant{Token: l.token, Value: s.values[req.Name], Digest: s.digest(ss)}
 				return res
 			}
 			res.Err = fmt.Errorf("sim: %w", &backends.HeldError{Name: req.Name,
@@ -134,7 +135,7 @@ func (s *store) handle(req engine.Request, id backends.SessionID) engine.Result 
 		s.leases[req.Name] = &storeLease{holder: ss, token: s.lastToken}
 		ss.owned[req.Name] = s.lastToken
 		ss.version++
-		res.Grant = backends.Grant{Token: s.lastToken, Digest: s.digest(ss)}
+		res.Grant = backends.Grant{Token: s.lastToken, Value: s.values[req.Name], Digest: s.digest(ss)}
 	case engine.ReqRelease:
 		// A release without a token (0) releases whatever term the session
 		// holds, as a store without a token check would: only the
@@ -160,6 +161,17 @@ func (s *store) handle(req engine.Request, id backends.SessionID) engine.Result 
 		s.drop(ss)
 	case engine.ReqStoreTime:
 		res.StoreTime = time.Unix(0, 0).Add(now)
+	case engine.ReqPutValue:
+		// Fenced: only the holder's term writes.
+		if l := s.leases[req.Name]; l != nil && l.holder == ss && l.token == req.Token {
+			s.values[req.Name] = req.Value
+			s.w.tracef("store took %s#%d's value %q", req.Name, req.Token, req.Value)
+			if req.Name == cronName {
+				s.w.cron.took(s.w.now, req.Token, req.Value)
+			}
+		} else {
+			res.Err = fmt.Errorf("sim: %w", backends.ErrNotHolder)
+		}
 	default:
 		res.Err = errors.New("sim: the simulated store does not do " + req.Kind.String())
 	}
@@ -193,6 +205,8 @@ func (s *store) restart(d time.Duration, amnesiac bool) {
 	}
 	clear(s.sessions)
 	clear(s.leases)
+	clear(s.values)
+	s.w.cron.amnesia = s.w.now
 	for _, name := range names {
 		s.w.broadcast(name) // the memory backend wakes every watcher at a restart
 	}

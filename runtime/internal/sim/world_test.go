@@ -39,6 +39,7 @@ type world struct {
 	store   *store
 	res     map[string]*resource
 	check   *checker
+	cron    cronWorld
 	trace   *strings.Builder // nil unless tracing
 	events  int
 	closing bool
@@ -171,8 +172,12 @@ func newWorld(seed uint64, beyond bool) *world {
 	w.p = drawParams(w.rng, beyond)
 	w.store = newStore(w, w.p.storeRate, w.p.maxLease)
 	w.check = newChecker(w)
+	w.cron = drawCron(seed, w.p.cfg)
 	for _, name := range w.p.names {
 		w.res[name] = &resource{name: name}
+	}
+	if w.cron.on {
+		w.res[cronName] = &resource{name: cronName}
 	}
 	for i := range w.p.nodes {
 		w.nodes = append(w.nodes, newNode(w, i))
@@ -241,6 +246,7 @@ func (w *world) plan() {
 				n.startElection(name)
 			}
 		}
+		n.startCron()
 	}
 	for t := w.between(0, p.cfg.RenewInterval); t < p.faultEnd; t += w.between(p.cfg.RenewInterval/4, 2*p.cfg.RenewInterval) {
 		n := w.nodes[w.rng.IntN(len(w.nodes))]
