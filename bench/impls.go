@@ -21,7 +21,7 @@ func Impls() []Impl {
 		},
 		{
 			Name: "simba Lock", Store: "MySQL",
-			Config: "runtime.Config{LeaseDuration: 2s}; a database/sql pool per node (go-sql-driver defaults); simbamysql.New(db, WithPrefix, WithMaxLease(2s)), release poll every 50 ms; Lock/Unlock; tested on MariaDB 10.11",
+			Config: "runtime.Config{LeaseDuration: 2s}; a database/sql pool per node (go-sql-driver defaults); simbamysql.New(db, WithPrefix, WithMaxLease(2s), WithBells(4)): bells (GET_LOCK wake-ups) over the release poll every 50 ms; Lock/Unlock; tested on MariaDB 10.11",
 			Open:   simbaOnMySQL(false),
 		},
 		{

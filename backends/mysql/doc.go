@@ -1,7 +1,8 @@
 // Package simbamysql is the MySQL and MariaDB backend of Simba: sessions,
 // leases, values and groups in InnoDB tables of the application's database,
 // each operation one CALL of a stored procedure, expiry measured by the
-// database's clock, and release notifications by a poll. Its package name is
+// database's clock, and release notifications by a poll, with named locks
+// (GET_LOCK) as bells on top of it. Its package name is
 // simbamysql, not mysql, so that it names what it is next to
 // go-sql-driver/mysql.
 //
@@ -43,7 +44,9 @@
 // Options: [WithPrefix] (default "simba"), [WithMaxLease] (the longest
 // session time to live granted, and the amnesia guard's lock-delay; default
 // 60 s; use the same value on every node), [WithPollInterval] (default
-// 50 ms), [WithoutMigration], [WithReadOnly] and [WithLogger].
+// 50 ms), [WithBells] (default 4 with [Open], on a pool of their own; none
+// with [New] unless asked, since they take the caller's connections),
+// [WithoutMigration], [WithReadOnly] and [WithLogger].
 //
 // The backend depends on no DSN setting of the pool: it reads no
 // RowsAffected (clientFoundRows does not matter), sends one statement per
@@ -151,13 +154,22 @@
 // holder and the calling session are both alive: it names the holder, in a
 // *[backends.HeldError] (session, identity, token, and remaining time by the
 // database's clock), takes no lock and writes nothing, so that candidates
-// never queue on their own session's row. A grant runs, after that read, a
-// lock of the session's row, a lock of the lease's (SKIP LOCKED: a record
-// that another call holds locked — a competing grant, the holder's release —
-// is refused at once, as held, so that the candidates one release wakes do
-// not line up behind each other and the release; conformance's TermOrder,
-// eight sessions on one name, runs in a second instead of two), the
-// counter's update, an UPDATE of each row, and the commit. A release of a
+// never queue on their own session's row. The common grant — a free record
+// that is not a partition — runs, after that read, four statements and the
+// commit: an UPDATE that locks the session's row and counts the lease in its
+// digest, only if the row is still as the read saw it (its expiry and
+// version); a lock of the lease's record, only if it is still free (SKIP
+// LOCKED: a record that another call holds locked — a competing grant, the
+// holder's release — is refused at once, as held, so that the candidates one
+// release wakes do not line up behind each other and the release;
+// conformance's TermOrder, eight sessions on one name, runs in a second
+// instead of two); the counter's update; and an UPDATE that grants the lease
+// if the session is still alive by the clock of that statement, read after
+// every lock. Anything else — a new name, a partition, a retry of a grant, a
+// holder that expired, a session row that changed since the read — rolls
+// that back and takes the general path: a lock of the session's row, a lock
+// of the lease's (SKIP LOCKED), the counter's update, an UPDATE of each row,
+// and the commit. A release of a
 // lease that is not a partition runs an UPDATE of the session's row (its
 // lock, and the count in its digest), an UPDATE that frees the record if
 // this session holds it with this token, a read of the digest and the commit
@@ -165,7 +177,22 @@
 // the lease, and freeing is what it asked); a partition's release, and one
 // that frees nothing, take a transaction that locks both rows and decides.
 // Rows already locked are written with single-table UPDATEs: a multi-table
-// UPDATE costs MariaDB a temporary table per call. A keep-alive locks the session's row, renews it,
+// UPDATE costs MariaDB a temporary table per call.
+//
+// What that costs: an acquire and a release are two round trips and two
+// durable commits (InnoDB flushes its log at a COMMIT inside a procedure as
+// at any other), as the raw pair is — two single-row conditional UPDATEs —
+// but the procedures run about a dozen statements where the raw pair runs
+// two, and MariaDB spends 10 to 25 µs of CPU on each statement of a
+// procedure (it opens and locks its tables and optimises it anew at every
+// CALL; a CALL of an empty procedure costs 65 µs more than a SELECT 1, on a
+// 2-core VM): a profile of the server during pairs puts three quarters of
+// its samples under sp_head::execute, a third of those in the commits. So a pair takes about 1.3 to 1.5 times the raw pair
+// of bench/'s comparison (UPDATEs sent unprepared, as database/sql sends
+// them by default: two round trips each) and about twice the prepared raw
+// pair of BenchmarkAcquireRelease, not the 1.3 of the other stores; the
+// common grant's four statements (six before) cut the server's CPU per pair
+// by 8% and its time by 3%, within the noise of the machine. A keep-alive locks the session's row, renews it,
 // commits, and then reaps (below): its cost does not grow with the leases
 // held (S1; BenchmarkKeepAlive counts one command per renewal at 1, 100 and
 // 1,000 leases). Its reply carries the digest (lease count, a version one
@@ -209,15 +236,72 @@
 // reads again the second before its last one (a release seen twice wakes
 // its watches once). A poll that fails is retried with back-off, and when it
 // works again every watch wakes (a hint only: candidates try again, which
-// is always safe). So a graceful hand-off to a waiting candidate takes at
-// most the poll interval plus two round trips (its acquire, and the poll
-// itself), about half the interval on average; without the poll (0) a
-// candidate takes over at its next attempt, every RenewInterval/2 plus
-// jitter. A crashed holder is replaced at its expiry in either case: a
-// refusal carries the holder's remaining time, and the candidate tries again
-// right then (A1). GET_LOCK could ring a waiter sooner, but it is tied to
-// one connection, carries no token and is refused under Galera; the poll
-// works wherever the procedures do.
+// is always safe). So with the poll alone a graceful hand-off to a waiting
+// candidate takes at most the poll interval plus two round trips (its
+// acquire, and the poll itself), about half the interval on average; without
+// the poll (0) a candidate takes over at its next attempt, every
+// RenewInterval/2 plus jitter. A crashed holder is replaced at its expiry in
+// any case: a refusal carries the holder's remaining time, and the candidate
+// tries again right then (A1).
+//
+// # Bells
+//
+// On top of the poll, a backend with bells ([WithBells]; [Open]'s have
+// them) rings waiting candidates of other backends at once. While a session
+// of the backend holds a lease, one connection of the backend's (the holding
+// connection) holds a named lock, the lease's bell: GET_LOCK of a name made
+// from the database, the prefix and the lease's name, taken 3 ms after the
+// grant (a lease released sooner never takes it), and given up
+// (RELEASE_LOCK) as soon as the release, the close or the expiry of its
+// session is known to the backend — after the release's commit. The holding
+// connection also holds a lock named after its own connection id, which
+// marks it as one. A candidate that waits for a lease ([backends.Notifier])
+// blocks, on a connection of its own, in GET_LOCK of the lease's bell,
+// gives the lock back in the same statement once it has it, and wakes its
+// watches; it waits only while a holding connection holds the bell (never
+// on a bell that another waiter holds for the instant of its wake-up, so
+// waiters do not wake each other), and otherwise looks again, after 2 ms
+// and then half as long again each time, up to every 250 ms.
+//
+// A bell is a hint, never ownership: the lock carries no token and is tied
+// to a connection, and a woken candidate only tries Acquire, which the
+// procedures decide as always. The poll goes on beneath, so a bell that is
+// lost (its connection broke: that rings it too), late (not yet taken) or
+// stale (kept by a node that has not yet learnt that its session expired)
+// costs only speed, never safety; a server that refuses named locks (Galera
+// answers GET_LOCK with ER_NOT_SUPPORTED_YET) turns the bells off, with one
+// log line, and the poll carries on alone.
+//
+// The connections: a backend waits with a bell on at most n names at once
+// (WithBells(n), 4 by default; further names are left to the poll), one
+// connection each while a candidate waits for it, and takes one more, the
+// holding connection, while its sessions hold a lease (it goes back when
+// they hold none). [Open] gives the bells a small pool of their own, dialled
+// with the same settings, so that they never take the calls' connections;
+// [New] has no bells unless WithBells asks, and then takes them from the
+// caller's pool: with SetMaxOpenConns(m) set before New, at most m/4 of its
+// connections, and none if m < 8. A connection taken from the caller's pool
+// may be its only idle one: a spare is dialled at once in its place, but
+// under high latency a call may still have to wait for a dial (the engine
+// tests with 200 ms of reply latency pass only with the bells on a pool of
+// their own).
+//
+// Measured on a 2-core VM shared with other work (load average 6 to 8),
+// BenchmarkHandOff and BenchmarkHandOffPollOnly in one run: a backend-level
+// hand-off took 9.5 ms at the median with bells (the waiter woken 0.8 ms
+// after the release returned) against 43 ms with the poll alone (woken
+// after 35 ms), beside a floor of 3.5 to 6.2 ms (two raw durable UPDATEs
+// after the same idle); through the engine, 6.8 ms against 30 ms, and in a
+// quieter run (load 3) 3.1 ms with a p99 of 11 ms against 30 ms and 51 ms
+// (150 hand-offs each; runs at load 6 and more show stalls of 100 ms in
+// either). bench/'s
+// comparison, its MySQL row run before and after the bells back to back:
+// 30.6 and 30.0 ms with the poll alone, 8.6 and 11.1 ms with bells, beside
+// floors of 2.5 to 6.5 ms. A tail remains: a release that comes before the
+// candidate's GET_LOCK is armed (a holder takes its bell 3 ms after its
+// grant, and a candidate that found none looks again later) rings nobody,
+// and the poll bounds that hand-off at its interval plus the round trips;
+// the machine's own stalls of tens of milliseconds (a slow commit) show too.
 //
 // # The amnesia guard
 //
@@ -288,7 +372,13 @@
 // SUPER, when the binary log is on (it is on by default in MySQL 8, off in
 // MariaDB's Debian package); the listing's GROUP_CONCAT raises
 // group_concat_max_len (1,024 bytes by default in MySQL 8) with a SET_VAR
-// hint that MariaDB ignores. A Galera cluster (MariaDB Galera, Percona
-// XtraDB Cluster) is untested: SKIP LOCKED and the named lock of migrations
-// behave differently there.
+// hint that MariaDB ignores. The bells hold several named locks on one
+// connection, which MySQL 5.7 and MariaDB 10.0.2 brought, and use
+// IS_USED_LOCK and RELEASE_ALL_LOCKS, which both have. A Galera cluster
+// (MariaDB Galera, Percona XtraDB Cluster) is untested: SKIP LOCKED and the
+// named lock of migrations behave differently there. MariaDB Galera
+// answered GET_LOCK with error 1235, ER_NOT_SUPPORTED_YET ("GET_LOCK in
+// cluster"), until MDEV-31325: that answer turns the bells off (no test here
+// could produce it); where a cluster grants named locks, a bell may be
+// local to one node, and candidates on another are woken by the poll.
 package simbamysql
