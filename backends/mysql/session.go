@@ -177,6 +177,9 @@ func (s *session) Close(ctx context.Context) error {
 // own stop. With WithPollInterval(0) and WithBells(0), fn is never called.
 // The package documentation describes the poll and the bells.
 func (s *session) Watch(name string, fn func()) (stop func()) {
+	if fn == nil { // backends.Notifier: a nil fn watches nothing
+		return func() {}
+	}
 	var mu sync.Mutex // the poll's calls and the bell's never overlap
 	one := func() {
 		mu.Lock()
