@@ -1,5 +1,5 @@
 -- The tables and procedures of Simba's MySQL/MariaDB backend (package
--- simbamysql), schema version 1, routines revision 2.
+-- simbamysql), schema version 1, routines revision 3.
 --
 -- The backend runs this file itself on first use (unless it was opened
 -- WithoutMigration). A user that may not create tables and routines can have
@@ -431,17 +431,21 @@ BEGIN
     ELSEIF v_holder IS NOT NULL THEN
         SELECT id, expires_us, identity INTO v_taken, v_hexp, v_ident
           FROM simba_sessions WHERE id = v_holder FOR UPDATE SKIP LOCKED;
+        SET v_t = CAST(@@timestamp * 1000000 AS SIGNED); -- after the lock: the holder's expiry is final
         IF v_taken IS NULL THEN
             -- Busy (locked by its own call, or a reaper), or gone.
             SELECT expires_us, identity INTO v_hexp, v_ident FROM simba_sessions WHERE id = v_holder;
             IF v_hexp IS NULL THEN
                 SET v_holder = NULL; -- its row is gone: the record is stale, and free
             ELSE
-                SET v_hexp = GREATEST(v_hexp, CAST(@@timestamp * 1000000 AS SIGNED) + 1); -- alive: it is renewing
+                -- Alive, whatever the expiry its row had before: the call
+                -- that holds the row may be its keep-alive, which read the
+                -- clock before that expiry and is renewing it. Never judged
+                -- against the clock here: the lease is not taken from a
+                -- session whose row this call has not locked.
+                SET v_status = 'HELD', v_hexp = GREATEST(v_hexp, v_t + 1);
             END IF;
-        END IF;
-        SET v_t = CAST(@@timestamp * 1000000 AS SIGNED);
-        IF v_holder IS NOT NULL AND v_hexp > v_t THEN
+        ELSEIF v_hexp > v_t THEN
             SET v_status = 'HELD', v_taken = NULL;
         END IF;
     END IF;
@@ -825,4 +829,4 @@ DELIMITER ;
 -- signatures are those of version 1 in every revision, so that code of one
 -- revision works with the routines of another: the backend runs this file
 -- again on first use when it finds an older revision.
-UPDATE simba_meta SET routines = 2 WHERE one = 1 AND routines < 2;
+UPDATE simba_meta SET routines = 3 WHERE one = 1 AND routines < 3;
