@@ -53,8 +53,12 @@
 // call (multiStatements is not needed), reads no DATETIME (parseTime does
 // not matter) and keeps every time as microseconds since the epoch (the
 // session's time_zone does not matter: TestDSNSettings moves it to +05:00
-// and -09:30). It prepares each statement once per connection, so that a
-// call is one round trip whatever interpolateParams says. The pool must run
+// and -09:30). It sends each call as one text query with its arguments
+// written as hexadecimal literals, so that a call is one round trip whatever
+// interpolateParams says, and it leaves no prepared statement to close (a
+// write that go-sql-driver sends with no deadline unless the DSN sets
+// writeTimeout, under database/sql's pool lock: one into a silent link
+// stopped the whole pool). The pool must run
 // with autocommit on (the driver's default). Every call takes a context
 // whose deadline bounds it (D2); go-sql-driver ends a call whose context
 // ended by closing its connection, and the server may still commit it: the
@@ -111,8 +115,7 @@
 // # Operations
 //
 // Every operation is one statement, CALL prefix_operation(…): one round
-// trip, its reply one row (database/sql prepares the statement on each
-// connection the first time it runs it there, one round trip more, once).
+// trip, its reply one row.
 // Each procedure that writes runs one READ COMMITTED transaction (no gap
 // locks; a locking read sees the latest committed row) and bounds its lock
 // waits to a second (innodb_lock_wait_timeout, set for the call and put

@@ -241,10 +241,18 @@ func (b *Backend) runSchema(ctx context.Context, creating bool) error {
 		return storeerr.Unavailable(ctx, "simbamysql", what, err)
 	}
 	defer conn.Close()
-	lock := "simba migrate " + b.prefix
+	// The lock's name as a literal: a statement with arguments would be
+	// prepared, and closing it is a write without a deadline (see callSQL).
+	lock := string(appendHex(nil, []byte("simba migrate "+b.prefix)))
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT(COALESCE(DATABASE(), ''), ' ', ?), 30)", lock).Scan(&got); err == nil && got.Int64 == 1 {
-		defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK(CONCAT(COALESCE(DATABASE(), ''), ' ', ?))", lock)
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT(COALESCE(DATABASE(), ''), ' ', "+lock+"), 30)").Scan(&got); err == nil && got.Int64 == 1 {
+		defer func() {
+			// Released even if ctx ended, but never waited for long: the
+			// lock ends with the connection anyway.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pollWithin)
+			defer cancel()
+			conn.ExecContext(rctx, "DO RELEASE_LOCK(CONCAT(COALESCE(DATABASE(), ''), ' ', "+lock+"))")
+		}()
 	} // else: a server that refuses GET_LOCK (Galera): the statements are idempotent
 	var version string
 	if err := conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
@@ -266,7 +274,6 @@ func (b *Backend) runSchema(ctx context.Context, creating bool) error {
 			return storeerr.Unavailable(ctx, "simbamysql", what+" "+b.prefix, err)
 		}
 	}
-	b.stmts.forget()
 	return nil
 }
 
