@@ -63,7 +63,6 @@ type Backend struct {
 	readOnly  bool
 	logger    *slog.Logger
 	sql       statements
-	stmts     stmtCache
 	closed    atomic.Bool
 	closeOnce sync.Once
 	feed      *watch.Feed // the poll of releases, started by the first Watch
@@ -166,7 +165,10 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // unless the DSN says autocommit=0.
 //
 // Every call takes a context whose deadline bounds it (D2); go-sql-driver
-// ends a call whose context ends by closing its connection. Call
+// ends a call whose context ends by closing its connection. Give the pool's
+// DSN a writeTimeout (Open's pools have 5s): go-sql-driver closes an idle
+// connection with a write that otherwise waits forever for a silent link,
+// which holds up the pool's Close. Call
 // [Backend.Close] when done: it stops the backend's release poll.
 func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
@@ -232,7 +234,6 @@ func build(db *sql.DB, o options) (*Backend, error) {
 		b.logger = slog.New(slog.DiscardHandler)
 	}
 	b.sql = newStatements(b.prefix)
-	b.stmts.db = db
 	b.feed = watch.NewFeed(poller{b}, b.logger, slog.String("backend", "simbamysql"), slog.String("prefix", b.prefix))
 	if o.bellDB != nil {
 		o.bellDB.SetMaxOpenConns(max(nbells, 0) + 1)
@@ -255,8 +256,9 @@ func validPrefix(s string) error {
 	return nil
 }
 
-// Close stops the backend's release poll, closes its prepared statements,
-// closes the pool if the backend opened it ([Open]), and makes every later
+// Close stops the backend's release poll and its bells (giving their
+// connections' named locks back), closes the pools if the backend opened
+// them ([Open]), and makes every later
 // call fail with [backends.ErrClosed]. Sessions are not closed: close them
 // first (the runtime's Client.Close does), or they expire on their own.
 // Closing twice returns nil.
@@ -265,7 +267,6 @@ func (b *Backend) Close() error {
 		b.closed.Store(true)
 		b.feed.Close()
 		b.bells.close()
-		b.stmts.close()
 		if b.ownsDB {
 			b.db.Close()
 		}

@@ -231,6 +231,28 @@ type bellConn struct {
 	db string
 }
 
+// bellReleaseWithin bounds the statement that gives a bell connection's
+// locks back when the bells stop with it.
+const bellReleaseWithin = 250 * time.Millisecond
+
+// release gives back the locks of a bell connection that the bells no longer
+// use, and the connection to its pool. The statement is bounded: if the link
+// went silent, its context ends it, and go-sql-driver then closes the
+// connection without a word — where a connection returned idle would be
+// closed later with COM_QUIT, a write that waits without a deadline unless
+// the DSN sets writeTimeout, and would hold up Backend.Close (or the pool's
+// Close). A connection that answers goes back to the pool holding nothing,
+// so that no bell of a lease stays taken by an idle connection of the
+// caller's pool.
+func (bc *bellConn) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), bellReleaseWithin)
+	defer cancel()
+	if _, err := bc.c.ExecContext(ctx, "DO RELEASE_ALL_LOCKS()"); err != nil {
+		bc.c.Raw(func(any) error { return driver.ErrBadConn }) // not back to the pool
+	}
+	bc.c.Close()
+}
+
 // takeConn takes a connection of the pool for bells, if the pool can spare
 // one quickly, and marks it as a holding connection if holder.
 func (bs *bells) takeConn(ctx context.Context, holder bool) (*bellConn, error) {
@@ -292,7 +314,7 @@ func (bs *bells) holdLoop() {
 	defer timer.Stop()
 	defer func() {
 		if conn != nil {
-			conn.c.Close()
+			conn.release()
 		}
 	}()
 	for {
@@ -365,7 +387,7 @@ func (bs *bells) holdLoop() {
 					if bs.ctx.Err() != nil {
 						return
 					}
-					conn.c.Close() // its bells are released with it
+					conn.release() // its bells with it
 					conn = nil
 					bs.forgetHeld()
 					bs.failed(err)
@@ -543,7 +565,7 @@ func (w *bellWaiter) run(ctx context.Context) {
 	var conn *bellConn
 	defer func() {
 		if conn != nil {
-			conn.c.Close()
+			conn.release()
 		}
 	}()
 	sleep := func() bool {
@@ -597,7 +619,7 @@ func (w *bellWaiter) run(ctx context.Context) {
 				w.bs.refused(err)
 				return
 			}
-			conn.c.Close()
+			conn.release()
 			conn = nil
 			w.bs.failed(err)
 			if !sleep() {

@@ -61,9 +61,10 @@ const lockWaitParam = "innodb_lock_wait_timeout"
 // Defaults of the pool [Open] makes; a URL's own parameters (timeout, …)
 // take precedence.
 const (
-	openDialTimeout = 5 * time.Second
-	openMaxIdle     = 16
-	openMaxLifetime = 5 * time.Minute
+	openDialTimeout  = 5 * time.Second
+	openWriteTimeout = 5 * time.Second
+	openMaxIdle      = 16
+	openMaxLifetime  = 5 * time.Minute
 )
 
 // Open connects to the MySQL or MariaDB database of a URL and returns a
@@ -81,6 +82,10 @@ const (
 //	simba_migrate=false           do not create the tables (WithoutMigration)
 //	simba_poll_interval=DURATION  the release poll (WithPollInterval; default 50ms; 0 turns it off)
 //	simba_bells=N                 names waited on with a bell at once (WithBells; default 4, on a pool of their own; 0 turns them off)
+//
+// Open's pools dial within 5 s and write within 5 s (timeout=5s,
+// writeTimeout=5s) unless the URL says otherwise: a write that a silent
+// link never takes would otherwise wait forever, and Close with it.
 //
 // Options given to Open take precedence over the URL's. Open checks every
 // part of the URL before it dials, checks that the database answers and
@@ -236,6 +241,13 @@ func parseURL(raw string) (*mysql.Config, options, error) {
 	cfg.User, cfg.Passwd = user, pass
 	if cfg.Timeout == 0 {
 		cfg.Timeout = openDialTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		// go-sql-driver writes with no deadline otherwise, and its calls
+		// end with their contexts by closing the connection — but closing
+		// an idle one sends COM_QUIT, which would wait forever for a
+		// silent link, and Close with it.
+		cfg.WriteTimeout = openWriteTimeout
 	}
 	if _, ok := cfg.Params[lockWaitParam]; !ok {
 		// The procedures bound their lock waits to a second; a connection
