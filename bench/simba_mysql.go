@@ -18,7 +18,9 @@ import (
 // dialling through the node's path) and a backend on it, all on one fresh
 // table prefix, with MaxLease the lease, the release poll on (the default,
 // every 50 ms) and bells on the node's pool (WithBells, as Open has them).
-func simbaOnMySQL(election bool) func(ctx context.Context, env *Env) (Target, error) {
+//
+// bells is WithBells' count: 0 for the release poll alone.
+func simbaOnMySQL(election bool, bells int) func(ctx context.Context, env *Env) (Target, error) {
 	return func(ctx context.Context, env *Env) (Target, error) {
 		cfg, err := mysqlConfig(env.MySQLURL)
 		if err != nil {
@@ -50,7 +52,7 @@ func simbaOnMySQL(election bool) func(ctx context.Context, env *Env) (Target, er
 					return nil, nil, err
 				}
 				b, err := simbamysql.New(db, simbamysql.WithPrefix(prefix), simbamysql.WithMaxLease(Lease),
-					simbamysql.WithBells(simbamysql.DefaultBells))
+					simbamysql.WithBells(bells))
 				if err != nil {
 					db.Close()
 					return nil, nil, err
