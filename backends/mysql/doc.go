@@ -141,9 +141,15 @@
 //  3. A lease whose holder expired is taken over only by ending the holder's
 //     session in the same transaction, with its row locked (SKIP LOCKED: a
 //     takeover never waits for another session; a holder it cannot lock is
-//     busy, and counts as alive): the holder's keep-alive either came first
-//     and renewed it, and the takeover is refused, or finds its session
-//     ended (the conformance case KeepAliveRacesTakeover).
+//     busy, and counts as alive, whatever expiry its row showed — the call
+//     that holds it may be its keep-alive, renewing it): the holder's
+//     keep-alive either came first and renewed it, and the takeover is
+//     refused, or finds its session ended (the conformance case
+//     KeepAliveRacesTakeover, and TestKeepAliveRacesTakeoverMany, which runs
+//     hundreds of such races: until routines revision 3 a busy holder's old
+//     expiry was compared with a clock read a statement later, so the lease
+//     went to the candidate without ending the holder, whose renewal then
+//     committed — two valid terms).
 //
 // Locks are taken in one order — sessions (the caller's own first), then
 // lease records, then counters and groups — with STRAIGHT_JOIN where one
