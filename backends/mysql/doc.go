@@ -194,8 +194,9 @@
 // but the procedures run about a dozen statements where the raw pair runs
 // two, and MariaDB spends 10 to 25 µs of CPU on each statement of a
 // procedure (it opens and locks its tables and optimises it anew at every
-// CALL; a CALL of an empty procedure costs 65 µs more than a SELECT 1, on a
-// 2-core VM): a profile of the server during pairs puts three quarters of
+// CALL; a CALL of an empty procedure sent as text costs what a SELECT 1
+// does, and a CALL of a procedure of one UPDATE what the UPDATE does: the
+// cost is in the statements, about a dozen per pair): a profile of the server during pairs puts three quarters of
 // its samples under sp_head::execute, a third of those in the commits. So a pair takes about 1.3 to 1.5 times the raw pair
 // of bench/'s comparison (UPDATEs sent unprepared, as database/sql sends
 // them by default: two round trips each) and about twice the prepared raw
