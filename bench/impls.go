@@ -1,5 +1,7 @@
 package bench
 
+import simbamysql "github.com/simba-go/simba/backends/mysql"
+
 // Impls returns the rows of the table, ours first, each one entry: a backend
 // of ours or a peer is added here and nowhere else.
 func Impls() []Impl {
@@ -21,8 +23,13 @@ func Impls() []Impl {
 		},
 		{
 			Name: "simba Lock", Store: "MySQL",
-			Config: "runtime.Config{LeaseDuration: 2s}; a database/sql pool per node (go-sql-driver defaults); simbamysql.New(db, WithPrefix, WithMaxLease(2s)), release poll every 50 ms; Lock/Unlock; tested on MariaDB 10.11",
-			Open:   simbaOnMySQL(false),
+			Config: "runtime.Config{LeaseDuration: 2s}; a database/sql pool per node (go-sql-driver defaults); simbamysql.New(db, WithPrefix, WithMaxLease(2s), WithBells(4)): bells (GET_LOCK wake-ups) over the release poll every 50 ms; Lock/Unlock; tested on MariaDB 10.11",
+			Open:   simbaOnMySQL(false, simbamysql.DefaultBells),
+		},
+		{
+			Name: "simba Lock (poll only)", Store: "MySQL",
+			Config: "as simba Lock on MySQL, with WithBells(0): candidates learn of a release by the release poll alone (every 50 ms)",
+			Open:   simbaOnMySQL(false, 0),
 		},
 		{
 			Name: "simba Lock", Store: "ZooKeeper",

@@ -16,9 +16,11 @@ import (
 // simbaOnMySQL opens a simba row on the MySQL backend, on the shared MariaDB:
 // every node a database/sql pool of its own (go-sql-driver's defaults,
 // dialling through the node's path) and a backend on it, all on one fresh
-// table prefix, with MaxLease the lease and the release poll on (the
-// default, every 50 ms).
-func simbaOnMySQL(election bool) func(ctx context.Context, env *Env) (Target, error) {
+// table prefix, with MaxLease the lease, the release poll on (the default,
+// every 50 ms) and bells on the node's pool (WithBells, as Open has them).
+//
+// bells is WithBells' count: 0 for the release poll alone.
+func simbaOnMySQL(election bool, bells int) func(ctx context.Context, env *Env) (Target, error) {
 	return func(ctx context.Context, env *Env) (Target, error) {
 		cfg, err := mysqlConfig(env.MySQLURL)
 		if err != nil {
@@ -49,7 +51,8 @@ func simbaOnMySQL(election bool) func(ctx context.Context, env *Env) (Target, er
 				if err != nil {
 					return nil, nil, err
 				}
-				b, err := simbamysql.New(db, simbamysql.WithPrefix(prefix), simbamysql.WithMaxLease(Lease))
+				b, err := simbamysql.New(db, simbamysql.WithPrefix(prefix), simbamysql.WithMaxLease(Lease),
+					simbamysql.WithBells(bells))
 				if err != nil {
 					db.Close()
 					return nil, nil, err

@@ -63,10 +63,10 @@ type Backend struct {
 	readOnly  bool
 	logger    *slog.Logger
 	sql       statements
-	stmts     stmtCache
 	closed    atomic.Bool
 	closeOnce sync.Once
 	feed      *watch.Feed // the poll of releases, started by the first Watch
+	bells     *bells      // the GET_LOCK wake-ups on top of the poll
 
 	// ready is set once the tables are known to be there, at this package's
 	// version; cleared when a call finds them gone. migrating serialises
@@ -90,6 +90,8 @@ type options struct {
 	prefix   *string
 	maxLease *time.Duration
 	poll     *time.Duration
+	bells    *int
+	bellDB   *sql.DB // Open's: the bells' own pool
 	migrate  *bool
 	readOnly bool
 	logger   *slog.Logger
@@ -117,6 +119,19 @@ func WithMaxLease(d time.Duration) Option { return func(o *options) { o.maxLease
 // take over at their next attempt, or at the holder's expiry. It must be 0 or
 // at least a millisecond. The default is [DefaultPollInterval].
 func WithPollInterval(d time.Duration) Option { return func(o *options) { o.poll = &d } }
+
+// WithBells sets how many names the backend's candidates wait for with a
+// bell at once (see the package documentation); 0 turns the bells off, and
+// the backend then holds none either. A backend made by [Open] has bells by
+// default ([DefaultBells]), on a small pool of its own, dialled with the
+// same settings: at most n+1 connections, one per name waited on while a
+// candidate waits and one while its sessions hold leases. A backend made by
+// [New] has none unless this option asks, and then takes them from the
+// caller's pool: give it n+1 connections more (with SetMaxOpenConns(m)
+// before New, the bells take at most m/4 of them, and none if m < 8), and
+// know that a connection taken may be the pool's only idle one, so that a
+// later call dials (a spare is dialled at once to take its place).
+func WithBells(n int) Option { return func(o *options) { o.bells = &n } }
 
 // WithoutMigration stops the backend from creating or upgrading its tables
 // and procedures: it only checks, on first use, that they are there at the
@@ -150,7 +165,10 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // unless the DSN says autocommit=0.
 //
 // Every call takes a context whose deadline bounds it (D2); go-sql-driver
-// ends a call whose context ends by closing its connection. Call
+// ends a call whose context ends by closing its connection. Give the pool's
+// DSN a writeTimeout (Open's pools have 5s): go-sql-driver closes an idle
+// connection with a write that otherwise waits forever for a silent link,
+// which holds up the pool's Close. Call
 // [Backend.Close] when done: it stops the backend's release poll.
 func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
@@ -186,8 +204,21 @@ func build(db *sql.DB, o options) (*Backend, error) {
 	if o.migrate != nil {
 		b.migrate = *o.migrate
 	}
+	nbells, bellDB := 0, db
+	if o.bellDB != nil {
+		nbells, bellDB = DefaultBells, o.bellDB
+	}
+	if o.bells != nil {
+		nbells = *o.bells
+	}
+	if nbells < 0 {
+		return nil, fmt.Errorf("simbamysql: WithBells(%d): want 0 (no bells) or more", nbells)
+	}
+	if limit := db.Stats().MaxOpenConnections; limit > 0 && bellDB == db {
+		nbells = min(nbells, limit/4-1) // the holding connection is the last of limit/4
+	}
 	if b.readOnly {
-		b.migrate, b.poll = false, 0
+		b.migrate, b.poll, nbells = false, 0, 0
 	}
 	if err := validPrefix(b.prefix); err != nil {
 		return nil, err
@@ -203,8 +234,12 @@ func build(db *sql.DB, o options) (*Backend, error) {
 		b.logger = slog.New(slog.DiscardHandler)
 	}
 	b.sql = newStatements(b.prefix)
-	b.stmts.db = db
 	b.feed = watch.NewFeed(poller{b}, b.logger, slog.String("backend", "simbamysql"), slog.String("prefix", b.prefix))
+	if o.bellDB != nil {
+		o.bellDB.SetMaxOpenConns(max(nbells, 0) + 1)
+		o.bellDB.SetMaxIdleConns(1)
+	}
+	b.bells = newBells(b, bellDB, o.bellDB != nil, max(nbells, 0))
 	return b, nil
 }
 
@@ -221,8 +256,9 @@ func validPrefix(s string) error {
 	return nil
 }
 
-// Close stops the backend's release poll, closes its prepared statements,
-// closes the pool if the backend opened it ([Open]), and makes every later
+// Close stops the backend's release poll and its bells (giving their
+// connections' named locks back), closes the pools if the backend opened
+// them ([Open]), and makes every later
 // call fail with [backends.ErrClosed]. Sessions are not closed: close them
 // first (the runtime's Client.Close does), or they expire on their own.
 // Closing twice returns nil.
@@ -230,7 +266,7 @@ func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
 		b.feed.Close()
-		b.stmts.close()
+		b.bells.close()
 		if b.ownsDB {
 			b.db.Close()
 		}

@@ -3,11 +3,7 @@ package simbamysql
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 	"net"
-	"slices"
-	"sort"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,12 +11,16 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/simba-go/simba/backends"
-	"github.com/simba-go/simba/runtime"
+	"github.com/simba-go/simba/backends/backendtest"
 )
 
-// Benchmarks against the shared MariaDB:
+// Benchmarks against the shared MariaDB: the three every backend shares
+// (package backendtest, described by benchHarness), each also run with the
+// release poll alone (no bell) and with neither, to show what each
+// notification path achieves:
 //
 //	go test -run='^$' -bench=. -benchtime=500x ./backends/mysql/
+//	go test -run='^$' -bench=HandOff -benchtime=100x ./backends/mysql/
 
 // commandCounter counts the commands a pool sends: MySQL packets that start
 // a command (sequence number 0), each one round trip.
@@ -70,296 +70,120 @@ func countedDB(b *testing.B, rawURL string, c *commandCounter) *sql.DB {
 	return db
 }
 
-func median(d []time.Duration) time.Duration {
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	return d[len(d)/2]
-}
-
-// S1: a keep-alive is one statement (one round trip: one CALL) whatever the
-// number of leases held, and its time is flat in it: it touches the
-// session's row and the groups it joined, never its leases. Reported:
-// statements/op (commands counted on the wire) and the median keep-alive.
-func BenchmarkKeepAlive(b *testing.B) {
-	url := sharedURL(b)
-	admin := newDB(b, url, nil)
-	for _, n := range []int{1, 100, 1000} {
-		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) {
+// benchHarness describes MySQL to the shared benchmarks: tables of a prefix
+// of their own on the shared server, on a pool whose commands are counted on
+// the wire (a keep-alive must be exactly one); floors of durable single-row
+// conditional UPDATEs on a table of the benchmark's own. With bells, every
+// backend has them on a pool of its own, as [Open] makes them (not
+// counted); opts configure every backend.
+func benchHarness(bells bool, opts ...Option) backendtest.BenchHarness {
+	with := func(b *testing.B) []Option {
+		if bells {
+			return append([]Option{withBellDB(newDB(b, sharedURL(b), nil))}, opts...)
+		}
+		return opts
+	}
+	return backendtest.BenchHarness{
+		New: func(b *testing.B, maxLease time.Duration) (backends.Backend, []backendtest.Counter) {
+			url := sharedURL(b)
 			var count commandCounter
-			bk := newBackend(b, countedDB(b, url, &count), admin, WithMaxLease(time.Minute))
-			ctx := context.Background()
-			s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
-			if err != nil {
-				b.Fatal(err)
+			bk := newBackend(b, countedDB(b, url, &count), newDB(b, url, nil),
+				append([]Option{WithMaxLease(max(maxLease, time.Minute))}, with(b)...)...)
+			commands := func() float64 { return float64(count.n.Load()) }
+			return bk, []backendtest.Counter{{Unit: "statements", Read: commands, PerKeepAlive: 1}}
+		},
+		Same: func(b *testing.B, bk backends.Backend) backends.Backend {
+			return samePrefix(b, bk.(*Backend), newDB(b, sharedURL(b), nil), with(b)...)
+		},
+		KeepAliveLeases: []int{1, 100, 1000},
+		// Two single-row conditional UPDATEs (durable commits: each changes
+		// the row, since InnoDB writes nothing for an UPDATE that changes
+		// nothing), prepared once, on a connection of their own.
+		AcquireReleaseFloor: func(b *testing.B, bk backends.Backend) backendtest.Floor {
+			_, conns := rawTable(b, bk.(*Backend), 1)
+			return func(i int) string {
+				rawUpdate(b, conns[0], 2*i)
+				rawUpdate(b, conns[0], 2*i+1)
+				return "raw-pair"
 			}
-			defer s.Close(ctx)
-			for i := range n {
-				if _, err := s.Acquire(ctx, fmt.Sprintf("lease-%d", i)); err != nil {
-					b.Fatal(err)
+		},
+		// After the same idle as the hand-off: on even rounds two UPDATEs on
+		// one connection (the comparison's floor), on odd rounds one on each
+		// of two connections, both idle like the holder's and the waiter's:
+		// the hand-off's floor.
+		HandOffFloor: func(b *testing.B, bk backends.Backend) backendtest.Floor {
+			_, conns := rawTable(b, bk.(*Backend), 2)
+			return func(i int) string {
+				rawUpdate(b, conns[0], 2*i)
+				rawUpdate(b, conns[i%2], 2*i+1)
+				if i%2 == 0 {
+					return "raw-pair"
 				}
+				return "raw-two-conns"
 			}
-			if _, err := s.KeepAlive(ctx); err != nil { // prepared on this connection
-				b.Fatal(err)
-			}
-			times := make([]time.Duration, 0, b.N)
-			count.n.Store(0)
-			b.ResetTimer()
-			for range b.N {
-				t0 := time.Now()
-				r, err := s.KeepAlive(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				times = append(times, time.Since(t0))
-				if r.Digest.Leases != n {
-					b.Fatalf("digest counts %d leases; want %d", r.Digest.Leases, n)
-				}
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(count.n.Load())/float64(b.N), "statements/op")
-			b.ReportMetric(float64(median(times).Microseconds()), "p50-µs")
-		})
+		},
 	}
 }
 
-// Acquire+release beside the raw floor: two single-row conditional UPDATEs
-// (durable commits: each changes the row, since InnoDB writes nothing for
-// an UPDATE that changes nothing), each pair measured next to the other. Reported: the
-// medians and their ratio.
-func BenchmarkAcquireRelease(b *testing.B) {
+// rawTable creates a one-row table beside bk's tables, dropped when the
+// benchmark ends, and returns its name and, on each of n connections of a
+// pool of its own, its conditional UPDATE prepared (one round trip, as the
+// backend's own calls are).
+func rawTable(b *testing.B, bk *Backend, n int) (string, []*sql.Stmt) {
+	b.Helper()
 	url := sharedURL(b)
 	admin := newDB(b, url, nil)
-	db := newDB(b, url, nil)
-	db.SetMaxOpenConns(1) // the backend's calls and the raw pair on one connection
-	bk := newBackend(b, db, admin, WithMaxLease(time.Minute))
-	ctx := context.Background()
-	s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close(ctx)
 	table := bk.Prefix() + "_raw"
 	mustExec(b, admin, "CREATE TABLE "+table+" (id INT PRIMARY KEY, token BIGINT NOT NULL) ENGINE=InnoDB")
-	defer mustExec(b, admin, "DROP TABLE "+table)
-	mustExec(b, admin, "INSERT INTO "+table+" VALUES (1, 0)")
-	raw, err := db.PrepareContext(ctx, "UPDATE "+table+" SET token = ? WHERE id = 1 AND token <= ?")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer raw.Close()
-	ours := make([]time.Duration, 0, b.N)
-	raws := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		if i%100 == 99 { // the session's TTL is clamped to the lease: renew it, untimed
-			if _, err := s.KeepAlive(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-		t0 := time.Now()
-		g, err := s.Acquire(ctx, "lease")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.Release(ctx, "lease", g.Token); err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		for k := range int64(2) { // each changes the row, so each commit is durable
-			if _, err := raw.ExecContext(ctx, 2*int64(i)+k, 2*int64(i)+k); err != nil {
-				b.Fatal(err)
-			}
-		}
-		ours, raws = append(ours, t1.Sub(t0)), append(raws, time.Since(t1))
-	}
-	b.StopTimer()
-	o, r := median(ours), median(raws)
-	b.ReportMetric(float64(o.Microseconds()), "pair-p50-µs")
-	b.ReportMetric(float64(r.Microseconds()), "raw-pair-p50-µs")
-	b.ReportMetric(float64(o)/float64(r), "ratio")
-}
-
-// A graceful hand-off at the backend level, without the runtime: a waiter
-// on a node of its own was refused the lease and watches it; after an idle
-// span like a candidate's, the holder releases, and the waiter acquires as
-// soon as its watch fires (the release poll, every 50 ms). Beside each, after
-// the same idle, the floor: a raw pair of durable UPDATEs on two idle
-// connections. Reported: the medians of the hand-off, of the floor, and of
-// the hand-off's parts (the release's round trip, then the wait for the
-// poll, then the acquire's round trip).
-//
-//	go test -run='^$' -bench=HandOff -benchtime=40x ./backends/mysql/
-func BenchmarkHandOff(b *testing.B) {
-	const idle = 200 * time.Millisecond // the compare tool's is 150–250 ms
-	url := sharedURL(b)
-	admin := newDB(b, url, nil)
-	holderNode := newBackend(b, newDB(b, url, nil), admin, WithMaxLease(time.Minute))
-	waiterNode := samePrefix(b, holderNode, newDB(b, url, nil))
-	ctx := context.Background()
-	open := func(bk *Backend) backends.Session {
-		s, _, err := bk.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close(context.Background()) })
-		return s
-	}
-	holder, waiter := open(holderNode), open(waiterNode)
-	woke := make(chan struct{}, 1)
-	for _, s := range []backends.Session{holder, waiter} { // each waits in turn
-		stop := s.(backends.Notifier).Watch("lease", func() {
-			select {
-			case woke <- struct{}{}:
-			default:
-			}
-		})
-		b.Cleanup(stop)
-	}
-	g, err := holder.Acquire(ctx, "lease")
-	if err != nil {
-		b.Fatal(err)
-	}
-	table := holderNode.Prefix() + "_raw"
-	mustExec(b, admin, "CREATE TABLE "+table+" (id INT PRIMARY KEY, token BIGINT NOT NULL) ENGINE=InnoDB")
-	defer mustExec(b, admin, "DROP TABLE "+table)
+	b.Cleanup(func() { mustExec(b, admin, "DROP TABLE "+table) })
 	mustExec(b, admin, "INSERT INTO "+table+" VALUES (1, 0)")
 	raw := newDB(b, url, nil)
-	var conns [2]*sql.Conn
-	for i := range conns {
+	ctx := context.Background()
+	stmts := make([]*sql.Stmt, n)
+	for i := range stmts {
 		c, err := raw.Conn(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer c.Close()
-		conns[i] = c
-	}
-	var handOffs, floors, releases, wakes, acquires []time.Duration
-	b.ResetTimer()
-	for i := range b.N {
-		if i%50 == 49 { // untimed renewals, well within the minute
-			for _, s := range []backends.Session{holder, waiter} {
-				if _, err := s.KeepAlive(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		time.Sleep(idle)
-		t0 := time.Now()
-		for k, c := range conns { // each changes the row: two durable commits
-			if _, err := c.ExecContext(ctx, "UPDATE "+table+" SET token = ? WHERE id = 1 AND token <= ?", 2*int64(i)+int64(k), 2*int64(i)+int64(k)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		floors = append(floors, time.Since(t0))
-
-		if _, err := waiter.Acquire(ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
-			b.Fatalf("the waiter's Acquire = %v; want ErrLeaseHeld", err)
-		}
-		select {
-		case <-woke:
-		default:
-		}
-		time.Sleep(idle)
-		t0 = time.Now()
-		if _, err := holder.Release(ctx, "lease", g.Token); err != nil {
+		b.Cleanup(func() { c.Close() })
+		st, err := c.PrepareContext(ctx, "UPDATE "+table+" SET token = ? WHERE id = 1 AND token <= ?")
+		if err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
-		<-woke
-		t2 := time.Now()
-		if g, err = waiter.Acquire(ctx, "lease"); err != nil {
-			b.Fatal(err)
-		}
-		t3 := time.Now()
-		handOffs, releases, wakes, acquires = append(handOffs, t3.Sub(t0)), append(releases, t1.Sub(t0)),
-			append(wakes, t2.Sub(t1)), append(acquires, t3.Sub(t2))
-		holder, waiter = waiter, holder
+		b.Cleanup(func() { st.Close() })
+		stmts[i] = st
 	}
-	b.StopTimer()
-	us := func(d []time.Duration) float64 { return float64(median(d).Microseconds()) }
-	b.ReportMetric(us(handOffs), "hand-off-p50-µs")
-	b.ReportMetric(us(floors), "raw-two-conns-p50-µs")
-	b.ReportMetric(us(releases), "release-p50-µs")
-	b.ReportMetric(us(wakes), "wake-p50-µs")
-	b.ReportMetric(us(acquires), "acquire-p50-µs")
+	return table, stmts
 }
 
-// A graceful hand-off through the engine, with the release poll (every
-// 50 ms) and without it (plain polling: the candidate's own attempts, every
-// RenewInterval/2 plus jitter): the leader stops its election, and the time
-// until the other node's term begins. Reported: the median and the worst.
-//
-//	go test -run='^$' -bench=EngineHandOff -benchtime=10x ./backends/mysql/
-func BenchmarkEngineHandOff(b *testing.B) {
-	url := sharedURL(b)
-	admin := newDB(b, url, nil)
-	for _, poll := range []time.Duration{DefaultPollInterval, 0} {
-		b.Run(fmt.Sprintf("poll=%v", poll), func(b *testing.B) {
-			bk := newBackend(b, newDB(b, url, nil), admin, WithPollInterval(poll))
-			var times []time.Duration
-			nodes := [2]*benchNode{newBenchNode(b, bk), newBenchNode(b, samePrefix(b, bk, newDB(b, url, nil)))}
-			nodes[0].start(b)
-			nodes[0].waitElected(b, 5*time.Second)
-			nodes[1].start(b)
-			time.Sleep(testConfig.RenewInterval) // the candidate was refused, and waits
-			b.ResetTimer()
-			for i := range b.N {
-				leader, next := nodes[i%2], nodes[(i+1)%2]
-				t0 := time.Now()
-				leader.stop(b)
-				next.waitElected(b, 3*testConfig.LeaseDuration)
-				times = append(times, time.Since(t0))
-				leader.start(b)
-				time.Sleep(testConfig.RenewInterval / 2) // refused, waiting
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(median(times).Milliseconds()), "hand-off-p50-ms")
-			b.ReportMetric(float64(slices.Max(times).Milliseconds()), "hand-off-max-ms")
-		})
-	}
-}
-
-// benchNode is one runtime client contending for "lease".
-type benchNode struct {
-	c       *runtime.Client
-	e       *runtime.Election
-	elected chan struct{}
-}
-
-func newBenchNode(b *testing.B, bk *Backend) *benchNode {
-	c, err := runtime.NewClient(bk, testConfig)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.Close(ctx)
-	})
-	return &benchNode{c: c, elected: make(chan struct{}, 16)}
-}
-
-func (n *benchNode) start(b *testing.B) {
-	e, err := n.c.StartElection("lease", runtime.ListenerFuncs{
-		OnElected: func(context.Context, *runtime.Term) { n.elected <- struct{}{} },
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	n.e = e
-}
-
-func (n *benchNode) stop(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := n.e.Stop(ctx); err != nil {
+// rawUpdate is one durable single-row conditional UPDATE: the token grows
+// with i, so the row changes.
+func rawUpdate(b *testing.B, st *sql.Stmt, i int) {
+	if _, err := st.ExecContext(context.Background(), int64(i), int64(i)); err != nil {
 		b.Fatal(err)
 	}
 }
 
-func (n *benchNode) waitElected(b *testing.B, within time.Duration) {
-	select {
-	case <-n.elected:
-	case <-time.After(within):
-		b.Fatalf("not elected within %v", within)
-	}
+// S1: a keep-alive is one statement (one round trip: one CALL) whatever the
+// number of leases held, and its time is flat in it: it touches the
+// session's row and the groups it joined, never its leases
+// (statements/op, counted on the wire; p50-µs). The bells of the leases
+// held go on a pool of their own.
+func BenchmarkKeepAlive(b *testing.B) { backendtest.BenchmarkKeepAlive(b, benchHarness(true)) }
+
+// Acquire+release beside the raw floor, two durable single-row conditional
+// UPDATEs, each pair measured next to the other: the medians and their
+// ratio. With bells, as Open's backends have them: a lease released within
+// bellHoldAfter of its grant never takes its bell.
+func BenchmarkAcquireRelease(b *testing.B) {
+	backendtest.BenchmarkAcquireRelease(b, benchHarness(true))
 }
+
+// Graceful hand-offs with Open's defaults (the poll and the bells): at the
+// backend level, beside its floors on one and on two idle connections
+// (raw-pair-p50-µs, raw-two-conns-p50-µs), and through the engine.
+func BenchmarkHandOff(b *testing.B) { backendtest.BenchmarkHandOff(b, benchHarness(true)) }
+
+// The same hand-offs with the release poll alone: New's default, without
+// bells.
+func BenchmarkHandOffPollOnly(b *testing.B) { backendtest.BenchmarkHandOff(b, benchHarness(false)) }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"sync"
 	"syscall"
 
 	"github.com/go-sql-driver/mysql"
@@ -34,7 +34,9 @@ const (
 // deadlock's victim under heavy contention may lose again.
 const maxAttempts = 5
 
-// statements are the backend's SQL, each one CALL of a procedure.
+// statements are the backend's SQL: each operation one CALL of a procedure,
+// kept as its text up to the arguments ("CALL prefix_proc("), which
+// callSQL completes.
 type statements struct {
 	open, keepAlive, owned, acquire, release, holder, putValue string
 	join, leave, members, close, poll                          string
@@ -42,88 +44,77 @@ type statements struct {
 }
 
 func newStatements(prefix string) statements {
-	call := func(proc string, n int) string {
-		q := "CALL " + prefix + "_" + proc + "("
-		for i := range n {
-			if i > 0 {
-				q += ", "
-			}
-			q += "?"
-		}
-		return q + ")"
-	}
+	call := func(proc string) string { return "CALL " + prefix + "_" + proc + "(" }
 	return statements{
-		open:      call("open", 3),
-		keepAlive: call("keep_alive", 1),
-		owned:     call("owned", 1),
-		acquire:   call("acquire", 5),
-		release:   call("release", 3),
-		holder:    call("holder", 2),
-		putValue:  call("put_value", 4),
-		join:      call("join", 3),
-		leave:     call("leave", 2),
-		members:   call("members", 2),
-		close:     call("close", 1),
-		poll:      call("poll", 1),
+		open:      call("open"),
+		keepAlive: call("keep_alive"),
+		owned:     call("owned"),
+		acquire:   call("acquire"),
+		release:   call("release"),
+		holder:    call("holder"),
+		putValue:  call("put_value"),
+		join:      call("join"),
+		leave:     call("leave"),
+		members:   call("members"),
+		close:     call("close"),
+		poll:      call("poll"),
 		version:   "SELECT version, routines FROM " + prefix + "_meta WHERE one = 1",
 	}
 }
 
-// stmtCache prepares each statement once per backend: database/sql then
-// prepares it on each connection that runs it, once, so that a call is one
-// round trip whatever the DSN's interpolateParams.
-type stmtCache struct {
-	db *sql.DB
-	mu sync.Mutex
-	m  map[string]*sql.Stmt
+// callSQL completes call, a statement's text up to its arguments, with
+// args written as literals: NULL for nil, decimal integers, and every string
+// and byte slice as a hexadecimal literal (X'…'), which no character set,
+// SQL mode or byte of the argument can turn into anything but a binary
+// string. The backend's calls are sent as one text query each (COM_QUERY):
+// one round trip whatever the DSN's interpolateParams, and no server-side
+// prepared statement — closing one (COM_STMT_CLOSE) is a write that
+// go-sql-driver sends without a deadline unless the DSN sets writeTimeout,
+// and that database/sql sends while it holds its pool's lock, so that a
+// connection gone silent (a blackholed link) stopped the whole pool, and
+// Backend.Close with it.
+func callSQL(call string, args ...any) string {
+	q := make([]byte, 0, len(call)+16+64*len(args))
+	q = append(q, call...)
+	for i, a := range args {
+		if i > 0 {
+			q = append(q, ", "...)
+		}
+		switch v := a.(type) {
+		case nil:
+			q = append(q, "NULL"...)
+		case int64:
+			q = strconv.AppendInt(q, v, 10)
+		case string:
+			q = appendHex(q, []byte(v))
+		case []byte:
+			if v == nil {
+				q = append(q, "NULL"...)
+			} else {
+				q = appendHex(q, v)
+			}
+		default:
+			panic(fmt.Sprintf("simbamysql: an argument of type %T", a)) // the backend's own calls only
+		}
+	}
+	return string(append(q, ')'))
 }
 
-func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s, ok := c.m[query]; ok {
-		return s, nil
-	}
-	s, err := c.db.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	if c.m == nil {
-		c.m = make(map[string]*sql.Stmt)
-	}
-	c.m[query] = s
-	return s, nil
+// appendHex appends b as a hexadecimal literal.
+func appendHex(q, b []byte) []byte {
+	q = append(q, "X'"...)
+	q = hex.AppendEncode(q, b)
+	return append(q, '\'')
 }
 
-// forget drops the prepared statements (after the procedures were replaced or
-// lost).
-func (c *stmtCache) forget() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.m {
-		s.Close()
-	}
-	c.m = nil
+// queryRow runs one call that replies with one row.
+func (b *Backend) queryRow(ctx context.Context, call string, dest []any, args ...any) error {
+	return b.db.QueryRowContext(ctx, callSQL(call, args...)).Scan(dest...)
 }
 
-func (c *stmtCache) close() { c.forget() }
-
-// queryRow runs one prepared statement that replies with one row.
-func (b *Backend) queryRow(ctx context.Context, query string, dest []any, args ...any) error {
-	st, err := b.stmts.get(ctx, query)
-	if err != nil {
-		return err
-	}
-	return st.QueryRowContext(ctx, args...).Scan(dest...)
-}
-
-// queryRows runs one prepared statement and calls each for every row.
-func (b *Backend) queryRows(ctx context.Context, query string, each func(*sql.Rows) error, args ...any) error {
-	st, err := b.stmts.get(ctx, query)
-	if err != nil {
-		return err
-	}
-	rows, err := st.QueryContext(ctx, args...)
+// queryRows runs one call and calls each for every row.
+func (b *Backend) queryRows(ctx context.Context, call string, each func(*sql.Rows) error, args ...any) error {
+	rows, err := b.db.QueryContext(ctx, callSQL(call, args...))
 	if err != nil {
 		return err
 	}
@@ -159,7 +150,6 @@ func (b *Backend) call(ctx context.Context, what, name string, run func() error)
 			return err
 		}
 		b.ready.Store(false)
-		b.stmts.forget()
 		if _, cerr := b.checkVersion(ctx); cerr != nil && errors.Is(cerr, ErrSchema) {
 			return cerr
 		}

@@ -81,3 +81,57 @@ func TestEngine(t *testing.T) {
 		},
 	})
 }
+
+// TestConformanceBells runs the conformance suite again with bells (as
+// Open's backends have them: on pools of their own), where they could
+// change an answer: everything but the private servers' restarts, which
+// TestConformance runs (a bell holds nothing a restart would keep).
+func TestConformanceBells(t *testing.T) {
+	url := sharedURL(t)
+	admin := newDB(t, url, nil)
+	const ttl = 2 * time.Second
+	backendtest.Run(t, backendtest.Harness{
+		New: func(t *testing.T) backends.Backend {
+			return newBackend(t, newDB(t, url, nil), admin, WithMaxLease(ttl), withBellDB(newDB(t, url, nil)))
+		},
+		TTL:      ttl,
+		MaxLease: ttl,
+		ExpireSession: func(t *testing.T, b backends.Backend, id backends.SessionID) {
+			expireSession(t, admin, b.(*Backend).Prefix(), id)
+		},
+		NewCuttable: func(t *testing.T) (backends.Backend, func() func()) {
+			link := faultnet.New()
+			b := newBackend(t, newDB(t, url, link), admin, WithMaxLease(ttl), withBellDB(newDB(t, url, link)))
+			return b, func() func() { link.Cut(); return link.Heal }
+		},
+		Skip: map[string]string{
+			"AmnesiaGuard":   "TestConformance runs it; bells keep nothing a restart could lose",
+			"DurableRestart": "TestConformance runs it; bells keep nothing a restart could lose",
+		},
+	})
+}
+
+// TestEngineBells runs the engine scenarios again with bells, on pools of
+// their own that take a node's path where it has one (so a cut or a delay
+// reaches its bells too).
+func TestEngineBells(t *testing.T) {
+	url := sharedURL(t)
+	admin := newDB(t, url, nil)
+	bells := func(t *testing.T, link *faultnet.Link) Option { return withBellDB(newDB(t, url, link)) }
+	backendtest.RunEngine(t, backendtest.EngineHarness{
+		New: func(t *testing.T) backends.Backend {
+			return newBackend(t, newDB(t, url, nil), admin, bells(t, nil))
+		},
+		Same: func(t *testing.T, b backends.Backend) backends.Backend {
+			return samePrefix(t, b.(*Backend), newDB(t, url, nil), bells(t, nil))
+		},
+		Lease: testConfig.LeaseDuration,
+		NewPath: func(t *testing.T, b backends.Backend) (backends.Backend, backendtest.Path) {
+			link := faultnet.New()
+			return samePrefix(t, b.(*Backend), newDB(t, url, link), bells(t, link)), link
+		},
+		ExpireSession: func(t *testing.T, b backends.Backend, id backends.SessionID) {
+			expireSession(t, admin, b.(*Backend).Prefix(), id)
+		},
+	})
+}

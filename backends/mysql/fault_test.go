@@ -231,3 +231,66 @@ func TestOlderCopyStartGuard(t *testing.T) {
 		t.Errorf("token after start_guard %d; want > %d", g2.Token, g.Token)
 	}
 }
+
+// D2, §11: while the link to the server is blackholed, no call and no Close
+// of the backend waits for it. A call returns when its context ends; Close
+// returns at once, with the bells' connections (a holder's and a waiter's)
+// silent too. Nothing the backend does sends a packet without a deadline:
+// go-sql-driver writes COM_STMT_CLOSE (a prepared statement closed) and
+// COM_QUIT (a connection closed) with none unless the DSN sets writeTimeout,
+// and database/sql closes a statement while it holds its pool's lock, so one
+// such write into a blackhole stopped the whole pool, and Close with it
+// (TestBlackholedConnection hung for 11 minutes that way in CI).
+func TestBlackholedClose(t *testing.T) {
+	url := sharedURL(t)
+	admin := newDB(t, url, nil)
+	link := faultnet.New()
+	t.Cleanup(link.Heal)
+	db := newDB(t, url, link)
+	b := newBackend(t, db, admin, withBellDB(newDB(t, url, link)))
+	other := samePrefix(t, b, newDB(t, url, nil))
+	ctx := testCtx(t)
+	s := mustOpen(t, b, 30*time.Second)
+	o := mustOpen(t, other, 30*time.Second)
+	// b's session holds a lease (its bell is taken), and waits for one that
+	// other holds (a waiter blocks on its bell).
+	if _, err := s.Acquire(ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Acquire(ctx, "wanted"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, "wanted"); !errors.Is(err, backends.ErrLeaseHeld) {
+		t.Fatalf("Acquire(wanted) = %v; want ErrLeaseHeld", err)
+	}
+	stop := s.(backends.Notifier).Watch("wanted", func() {})
+	defer stop()
+	waitFor(t, 2*time.Second, "the bell of held taken", func() bool { return bellOwner(t, b, "held") != 0 })
+
+	link.Blackhole()
+	start := time.Now()
+	callCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := s.KeepAlive(callCtx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("KeepAlive through a blackhole = %v; want an error wrapping context.DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("KeepAlive with a 300ms context took %v through a blackhole", took)
+	}
+	closed := make(chan struct{})
+	start = time.Now()
+	go func() {
+		stop()
+		b.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Logf("Close took %v through a blackhole", time.Since(start))
+	case <-time.After(3 * time.Second):
+		link.Heal() // so that the test can end
+		<-closed
+		t.Errorf("Backend.Close blocked %v through a blackhole (returned once the link healed)", time.Since(start))
+	}
+}

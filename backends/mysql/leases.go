@@ -36,6 +36,7 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 		if !tok.Valid || tok.Int64 <= 0 {
 			return backends.Grant{}, s.b.errorf(what, name, "token %v from the procedures of prefix %s", tok, s.b.prefix)
 		}
+		s.b.bells.held(s.id, name)
 		return backends.Grant{
 			Token:  backends.Token(tok.Int64),
 			Value:  value,
@@ -77,6 +78,7 @@ func (s *session) Release(ctx context.Context, name string, token backends.Token
 	}
 	switch status {
 	case "OK":
+		s.b.bells.released(s.id, name)
 		return backends.Digest{Leases: int(n.Int64), Version: uint64(v.Int64)}, nil
 	case "EXPIRED":
 		return backends.Digest{}, s.expired(what, name)

@@ -32,7 +32,7 @@ const SchemaVersion = 1
 // bodies: the tables and the procedures' signatures are those of
 // SchemaVersion, so that code of every revision works with the procedures of
 // every other, and a migration replaces the procedures of an older revision.
-const routinesRevision = 1
+const routinesRevision = 3
 
 // schemaFileName is where a DBA finds the SQL, for error messages.
 const schemaFileName = "schema.sql of github.com/simba-go/simba/backends/mysql"
@@ -241,10 +241,18 @@ func (b *Backend) runSchema(ctx context.Context, creating bool) error {
 		return storeerr.Unavailable(ctx, "simbamysql", what, err)
 	}
 	defer conn.Close()
-	lock := "simba migrate " + b.prefix
+	// The lock's name as a literal: a statement with arguments would be
+	// prepared, and closing it is a write without a deadline (see callSQL).
+	lock := string(appendHex(nil, []byte("simba migrate "+b.prefix)))
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT(COALESCE(DATABASE(), ''), ' ', ?), 30)", lock).Scan(&got); err == nil && got.Int64 == 1 {
-		defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK(CONCAT(COALESCE(DATABASE(), ''), ' ', ?))", lock)
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT(COALESCE(DATABASE(), ''), ' ', "+lock+"), 30)").Scan(&got); err == nil && got.Int64 == 1 {
+		defer func() {
+			// Released even if ctx ended, but never waited for long: the
+			// lock ends with the connection anyway.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pollWithin)
+			defer cancel()
+			conn.ExecContext(rctx, "DO RELEASE_LOCK(CONCAT(COALESCE(DATABASE(), ''), ' ', "+lock+"))")
+		}()
 	} // else: a server that refuses GET_LOCK (Galera): the statements are idempotent
 	var version string
 	if err := conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
@@ -266,7 +274,6 @@ func (b *Backend) runSchema(ctx context.Context, creating bool) error {
 			return storeerr.Unavailable(ctx, "simbamysql", what+" "+b.prefix, err)
 		}
 	}
-	b.stmts.forget()
 	return nil
 }
 

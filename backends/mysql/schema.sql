@@ -1,5 +1,5 @@
 -- The tables and procedures of Simba's MySQL/MariaDB backend (package
--- simbamysql), schema version 1, routines revision 1.
+-- simbamysql), schema version 1, routines revision 3.
 --
 -- The backend runs this file itself on first use (unless it was opened
 -- WithoutMigration). A user that may not create tables and routines can have
@@ -327,6 +327,7 @@ BEGIN
     DECLARE v_grp, v_lname VARBINARY(128);
     DECLARE v_part INT;
     DECLARE v_done BOOLEAN;
+    DECLARE v_fast BOOLEAN DEFAULT FALSE;
     DECLARE v_status VARCHAR(16) DEFAULT 'OK';
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
@@ -334,19 +335,19 @@ BEGIN
         IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = v_wait; END IF;
         RESIGNAL;
     END;
-    -- One read without locks: the guard, whether this session is alive,
-    -- and the lease's holder if another live session holds it. Refusals
-    -- (held, the guard, an expired session) end here, locking and writing
-    -- nothing, so that candidates never queue on their own session's row
-    -- or the lease's.
-    SELECT m.guard_from_us + p_max_lease_us, o.expires_us, r.name, l.session_id, l.token, h.expires_us, h.identity,
-           CAST(@@timestamp * 1000000 AS SIGNED)
-      INTO v_guard, v_exp, v_lname, v_holder, v_tok, v_hexp, v_ident, v_t
+    -- One read without locks: the guard, whether this session is alive (and
+    -- its digest), the lease's record, and its holder if another live
+    -- session holds it. Refusals (held, the guard, an expired session) end
+    -- here, locking and writing nothing, so that candidates never queue on
+    -- their own session's row or the lease's.
+    SELECT m.guard_from_us + p_max_lease_us, o.expires_us, o.leases, o.version, l.name, l.session_id, l.token,
+           h.expires_us, h.identity, CAST(@@timestamp * 1000000 AS SIGNED)
+      INTO v_guard, v_exp, v_n, v_ver, v_lname, v_holder, v_tok, v_hexp, v_ident, v_t
       FROM simba_meta m
       LEFT JOIN simba_sessions o ON o.id = p_session
-      LEFT JOIN simba_leases r ON r.name = p_name
-      LEFT JOIN simba_leases l ON l.name = p_name AND l.session_id <> p_session
-      LEFT JOIN simba_sessions h ON h.id = l.session_id AND h.expires_us > CAST(@@timestamp * 1000000 AS SIGNED)
+      LEFT JOIN simba_leases l ON l.name = p_name
+      LEFT JOIN simba_sessions h ON h.id = l.session_id AND l.session_id <> p_session
+                                AND h.expires_us > CAST(@@timestamp * 1000000 AS SIGNED)
      WHERE m.one = 1;
     IF v_exp IS NULL OR v_exp <= v_t THEN
         SELECT 'EXPIRED', NULL, NULL, NULL, NULL, NULL, NULL, NULL;
@@ -355,7 +356,44 @@ BEGIN
     ELSEIF v_t < v_guard THEN
         SELECT 'RECOVERING', NULL, NULL, NULL, NULL, NULL, NULL, v_guard - v_t;
     ELSE
-    SET v_tok = NULL, v_hexp = NULL, v_ident = NULL, v_exp = NULL, v_holder = NULL, v_t = NULL;
+    IF v_lname IS NOT NULL AND v_holder IS NULL AND p_grp IS NULL THEN
+        -- The common grant, a free record that is not a partition, in four
+        -- statements: an UPDATE that locks the session's row and counts the
+        -- lease in its digest, if the row is still as the read saw it (else
+        -- the general path below decides); the lease's lock, if it is still
+        -- free and no other call holds it (SKIP LOCKED); the token, minted
+        -- only now; and an UPDATE that grants the lease if the session is
+        -- still alive by the clock read after every lock. Each matched row
+        -- changes, so ROW_COUNT() counts it whatever CLIENT_FOUND_ROWS says.
+        IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = 1; END IF;
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+        START TRANSACTION;
+        UPDATE simba_sessions SET leases = leases + 1, version = version + 1
+         WHERE id = p_session AND expires_us = v_exp AND version = v_ver;
+        IF ROW_COUNT() = 1 THEN
+            SET v_lname = NULL;
+            SELECT name, token, value INTO v_lname, v_tok, v_val
+              FROM simba_leases WHERE name = p_name AND session_id IS NULL FOR UPDATE SKIP LOCKED;
+            IF v_lname IS NOT NULL THEN
+                UPDATE simba_seq SET v = LAST_INSERT_ID(GREATEST(v + 1, v_tok + 1, CAST(@@timestamp * 1000000 AS SIGNED)))
+                 WHERE id = 1;
+                UPDATE simba_leases SET session_id = p_session, token = LAST_INSERT_ID()
+                 WHERE name = p_name AND v_exp > CAST(@@timestamp * 1000000 AS SIGNED);
+                SET v_fast = ROW_COUNT() = 1, v_tok = LAST_INSERT_ID();
+            END IF;
+        END IF;
+        IF v_fast THEN
+            COMMIT;
+        ELSE
+            ROLLBACK;
+            SET v_lname = p_name; -- the record exists
+        END IF;
+        IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = v_wait; END IF;
+    END IF;
+    IF v_fast THEN
+        SELECT 'OK', v_tok, v_val, v_n + 1, v_ver + 1, NULL, NULL, NULL;
+    ELSE
+    SET v_val = NULL, v_tok = NULL, v_hexp = NULL, v_ident = NULL, v_exp = NULL, v_holder = NULL, v_t = NULL;
     IF v_wait > 1 THEN SET SESSION innodb_lock_wait_timeout = 1; END IF;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
@@ -393,17 +431,21 @@ BEGIN
     ELSEIF v_holder IS NOT NULL THEN
         SELECT id, expires_us, identity INTO v_taken, v_hexp, v_ident
           FROM simba_sessions WHERE id = v_holder FOR UPDATE SKIP LOCKED;
+        SET v_t = CAST(@@timestamp * 1000000 AS SIGNED); -- after the lock: the holder's expiry is final
         IF v_taken IS NULL THEN
             -- Busy (locked by its own call, or a reaper), or gone.
             SELECT expires_us, identity INTO v_hexp, v_ident FROM simba_sessions WHERE id = v_holder;
             IF v_hexp IS NULL THEN
                 SET v_holder = NULL; -- its row is gone: the record is stale, and free
             ELSE
-                SET v_hexp = GREATEST(v_hexp, CAST(@@timestamp * 1000000 AS SIGNED) + 1); -- alive: it is renewing
+                -- Alive, whatever the expiry its row had before: the call
+                -- that holds the row may be its keep-alive, which read the
+                -- clock before that expiry and is renewing it. Never judged
+                -- against the clock here: the lease is not taken from a
+                -- session whose row this call has not locked.
+                SET v_status = 'HELD', v_hexp = GREATEST(v_hexp, v_t + 1);
             END IF;
-        END IF;
-        SET v_t = CAST(@@timestamp * 1000000 AS SIGNED);
-        IF v_holder IS NOT NULL AND v_hexp > v_t THEN
+        ELSEIF v_hexp > v_t THEN
             SET v_status = 'HELD', v_taken = NULL;
         END IF;
     END IF;
@@ -443,6 +485,7 @@ BEGIN
     WHEN 'RECOVERING' THEN SELECT 'RECOVERING', NULL, NULL, NULL, NULL, NULL, NULL, v_guard - v_t;
     ELSE SELECT 'EXPIRED', NULL, NULL, NULL, NULL, NULL, NULL, NULL;
     END CASE;
+    END IF;
     END IF;
 END//
 
@@ -786,4 +829,4 @@ DELIMITER ;
 -- signatures are those of version 1 in every revision, so that code of one
 -- revision works with the routines of another: the backend runs this file
 -- again on first use when it finds an older revision.
-UPDATE simba_meta SET routines = 1 WHERE one = 1 AND routines < 1;
+UPDATE simba_meta SET routines = 3 WHERE one = 1 AND routines < 3;

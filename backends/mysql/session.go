@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -73,8 +74,10 @@ func (r *renewalRow) renewal() backends.Renewal {
 
 func (s *session) ID() backends.SessionID { return backends.SessionID(s.id) }
 
-// expired is the error of a call the database answered with EXPIRED.
+// expired is the error of a call the database answered with EXPIRED: the
+// bells of its leases ring.
 func (s *session) expired(what, name string) error {
+	s.b.bells.ended(s.id)
 	return s.b.errorf(what, name, "session %s: %w", s.id, backends.ErrSessionExpired)
 }
 
@@ -141,6 +144,7 @@ func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 // leases) finishes the job.
 func (s *session) Close(ctx context.Context) error {
 	const what = "close"
+	defer s.b.bells.ended(s.id)
 	for ended := false; ; ended = true {
 		var status string
 		err := s.b.call(ctx, what, "", func() error {
@@ -165,14 +169,30 @@ func (s *session) Close(ctx context.Context) error {
 // Watch calls fn each time name may have become free: a release, a close or
 // a reaped expiry of its holder's session that the backend's poll of the
 // database saw, unless the holder was this session (it knows what it
-// released), and every time the poll starts again after failing. fn runs on
-// the backend's polling goroutine and must return quickly; calls of one
-// watch never overlap. The returned stop waits for a call of fn in progress,
-// so fn must not call its own stop. With WithPollInterval(0), fn is never
-// called. The package documentation describes the poll.
+// released), every time the poll starts again after failing, and each time
+// the lease's bell rings (its holder released it, or the holder's bell
+// connection ended). fn runs on the backend's polling goroutine or on the
+// bell's and must return quickly; calls of one watch never overlap. The
+// returned stop waits for a call of fn in progress, so fn must not call its
+// own stop. With WithPollInterval(0) and WithBells(0), fn is never called.
+// The package documentation describes the poll and the bells.
 func (s *session) Watch(name string, fn func()) (stop func()) {
-	if s.b.poll == 0 {
+	if fn == nil { // backends.Notifier: a nil fn watches nothing
 		return func() {}
 	}
-	return s.b.feed.Watch(s.id, name, fn)
+	var mu sync.Mutex // the poll's calls and the bell's never overlap
+	one := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		fn()
+	}
+	stopBell := s.b.bells.watch(name, one)
+	if s.b.poll == 0 {
+		return stopBell
+	}
+	stopPoll := s.b.feed.Watch(s.id, name, one)
+	return func() {
+		stopBell()
+		stopPoll()
+	}
 }

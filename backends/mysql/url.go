@@ -51,6 +51,7 @@ const (
 	ParamMaxLease     = "simba_max_lease"     // WithMaxLease: a Go duration, such as 15s
 	ParamMigrate      = "simba_migrate"       // false: WithoutMigration
 	ParamPollInterval = "simba_poll_interval" // WithPollInterval: a Go duration; 0 turns the poll off
+	ParamBells        = "simba_bells"         // WithBells: names waited on with a bell at once; 0 turns them off
 )
 
 // lockWaitParam is the session variable that bounds InnoDB's lock waits, in
@@ -60,9 +61,10 @@ const lockWaitParam = "innodb_lock_wait_timeout"
 // Defaults of the pool [Open] makes; a URL's own parameters (timeout, …)
 // take precedence.
 const (
-	openDialTimeout = 5 * time.Second
-	openMaxIdle     = 16
-	openMaxLifetime = 5 * time.Minute
+	openDialTimeout  = 5 * time.Second
+	openWriteTimeout = 5 * time.Second
+	openMaxIdle      = 16
+	openMaxLifetime  = 5 * time.Minute
 )
 
 // Open connects to the MySQL or MariaDB database of a URL and returns a
@@ -79,6 +81,11 @@ const (
 //	simba_max_lease=DURATION      the longest lease, and the amnesia guard (WithMaxLease; default 60s)
 //	simba_migrate=false           do not create the tables (WithoutMigration)
 //	simba_poll_interval=DURATION  the release poll (WithPollInterval; default 50ms; 0 turns it off)
+//	simba_bells=N                 names waited on with a bell at once (WithBells; default 4, on a pool of their own; 0 turns them off)
+//
+// Open's pools dial within 5 s and write within 5 s (timeout=5s,
+// writeTimeout=5s) unless the URL says otherwise: a write that a silent
+// link never takes would otherwise wait forever, and Close with it.
 //
 // Options given to Open take precedence over the URL's. Open checks every
 // part of the URL before it dials, checks that the database answers and
@@ -108,8 +115,12 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) 
 	db := sql.OpenDB(conn)
 	db.SetMaxIdleConns(openMaxIdle)
 	db.SetConnMaxLifetime(openMaxLifetime)
+	// The bells' own pool, so that they never take the calls' connections;
+	// it dials nothing until a bell is needed.
+	o.bellDB = sql.OpenDB(conn)
 	b, err := build(db, o)
 	if err != nil {
+		o.bellDB.Close()
 		db.Close()
 		return nil, err
 	}
@@ -209,6 +220,13 @@ func parseURL(raw string) (*mysql.Config, options, error) {
 			*p.to = &d
 		}
 	}
+	if v, ok := take(values, ParamBells); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, o, fmt.Errorf("%s: want a count, 0 or more", ParamBells)
+		}
+		o.bells = &n
+	}
 	if v, ok := take(values, ParamMigrate); ok {
 		on, err := strconv.ParseBool(v)
 		if err != nil {
@@ -223,6 +241,13 @@ func parseURL(raw string) (*mysql.Config, options, error) {
 	cfg.User, cfg.Passwd = user, pass
 	if cfg.Timeout == 0 {
 		cfg.Timeout = openDialTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		// go-sql-driver writes with no deadline otherwise, and its calls
+		// end with their contexts by closing the connection — but closing
+		// an idle one sends COM_QUIT, which would wait forever for a
+		// silent link, and Close with it.
+		cfg.WriteTimeout = openWriteTimeout
 	}
 	if _, ok := cfg.Params[lockWaitParam]; !ok {
 		// The procedures bound their lock waits to a second; a connection

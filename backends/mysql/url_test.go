@@ -29,6 +29,9 @@ func TestParseURL(t *testing.T) {
 		{"mysql://app:" + secret + "@db/app?simba_max_lease=soon", "simba_max_lease: want a duration"},
 		{"mysql://app:" + secret + "@db/app?simba_poll_interval=s3cret", "simba_poll_interval: want a duration"},
 		{"mysql://app:" + secret + "@db/app?simba_migrate=perhaps", "simba_migrate: want true or false"},
+		{"mysql://app:" + secret + "@db/app?simba_bells=2", ""},
+		{"mysql://app:" + secret + "@db/app?simba_bells=-1", "simba_bells: want a count"},
+		{"mysql://app:" + secret + "@db/app?simba_bells=many", "simba_bells: want a count"},
 		{"mysql://app:" + secret + "@db/app?readTimeout=s3cret", "parameter readTimeout: not a setting"},
 		{"app:" + secret + "@unix(/run/mysqld.sock)/app", "network part is not tcp"},
 	} {
@@ -43,6 +46,12 @@ func TestParseURL(t *testing.T) {
 			}
 			if strings.Contains(tt.raw, "simba_prefix") && (o.prefix == nil || *o.prefix != "jobs") {
 				t.Errorf("parseURL(%s): simba_prefix not taken", Redact(tt.raw))
+			}
+			if strings.Contains(tt.raw, "simba_bells") && (o.bells == nil || *o.bells != 2) {
+				t.Errorf("parseURL(%s): simba_bells not taken", Redact(tt.raw))
+			}
+			if strings.Contains(cfg.FormatDSN(), "simba_") {
+				t.Errorf("parseURL(%s): the driver's configuration keeps a simba_ parameter", Redact(tt.raw))
 			}
 			continue
 		}
@@ -112,6 +121,10 @@ func TestOpenByURL(t *testing.T) {
 		mb, ok := b.(*Backend)
 		if !ok || mb.Prefix() != prefix || mb.MaxLease() != 2*time.Second {
 			t.Errorf("backendurl.Open(%s) = %T; want a *simbamysql.Backend with prefix %s and MaxLease 2s", Redact(raw), b, prefix)
+		}
+		if ok && (!mb.bells.on() || mb.bells.max != DefaultBells || mb.bells.db == mb.db) {
+			t.Errorf("backendurl.Open(%s): bells on %v, %d of them, on a pool of their own %v; want %d on a pool of their own",
+				Redact(raw), mb.bells.on(), mb.bells.max, mb.bells.db != mb.db, DefaultBells)
 		}
 		s, r, err := b.OpenSession(ctx, backends.SessionOptions{TTL: time.Minute, Identity: "by-url"})
 		if err != nil {
