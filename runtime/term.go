@@ -43,7 +43,7 @@ type Term struct {
 	owner    *driver   // the driver of the client that made it, for Unlock's check
 	deadline *deadline // the session's; frozen once the session ended
 
-	ended    atomic.Bool
+	endedAt  atomic.Int64 // when Valid became false for good (mono, at least 1); 0 while not ended
 	reason   atomic.Int32
 	rejected atomic.Bool   // its elected callback could not be dispatched (L6)
 	lock     bool          // a lock's term, released with Unlock
@@ -81,16 +81,34 @@ func (t *Term) Name() string { return t.name }
 // Token returns the term's fencing token.
 func (t *Term) Token() Token { return t.token }
 
+// ended reports whether the term ended.
+func (t *Term) ended() bool { return t.endedAt.Load() != 0 }
+
+// EndedAt returns when the term ended, on this process's clock: the
+// moment [Term.Valid] turned false for good — the session's local deadline
+// if that passed first, else when the term was revoked (stopped, stepped
+// down, released, its session lost). It returns the zero Time while the
+// term has not ended, even if its deadline has passed and the client has
+// not yet noticed. For logs and tests that order events: a term's end
+// comes before its lease is released (H1).
+func (t *Term) EndedAt() time.Time {
+	at := t.endedAt.Load()
+	if at == 0 {
+		return time.Time{}
+	}
+	return t.deadline.epoch.Add(time.Duration(at))
+}
+
 // Valid reports whether the term has not ended and the session's local
 // deadline has not passed.
 func (t *Term) Valid() bool {
-	return !t.ended.Load() && t.deadline.now() < t.deadline.get()
+	return !t.ended() && t.deadline.now() < t.deadline.get()
 }
 
 // Remaining returns the time left until the session's local deadline, or 0
 // once the term has ended or the deadline has passed.
 func (t *Term) Remaining() time.Duration {
-	if t.ended.Load() {
+	if t.ended() {
 		return 0
 	}
 	return max(0, t.deadline.get()-t.deadline.now())
@@ -119,7 +137,7 @@ func (t *Term) Done() <-chan struct{} {
 	s := t.signals()
 	if s.done == nil {
 		s.done = make(chan struct{})
-		if t.ended.Load() {
+		if t.ended() {
 			close(s.done)
 		}
 	}
@@ -141,7 +159,7 @@ func (t *Term) Context() context.Context {
 	s := t.signals()
 	if s.ctx == nil {
 		s.ctx, s.cancel = context.WithCancelCause(context.Background())
-		if t.ended.Load() {
+		if t.ended() {
 			s.cancel(t.Reason())
 		}
 	}
@@ -163,12 +181,13 @@ func (t *Term) String() string { return t.name + "#" + strconv.FormatInt(int64(t
 // end revokes the term: Valid becomes false, the context is cancelled with
 // the reason, Done is closed. It reports whether this call ended it.
 func (t *Term) end(r Reason) bool {
-	if t.ended.Load() {
+	if t.ended() {
 		return false
 	}
 	t.reason.Store(int32(r))
 	t.mu.Lock()
-	t.ended.Store(true)
+	// Valid turned false at the deadline if that passed first, else now.
+	t.endedAt.Store(int64(max(min(t.deadline.now(), t.deadline.get()), 1)))
 	if s := t.sig; s != nil {
 		if s.cancel != nil {
 			s.cancel(r)

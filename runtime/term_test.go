@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -105,4 +106,34 @@ func TestEnsureValidEndedTermAlwaysFails(t *testing.T) {
 			}
 		}
 	}
+}
+
+// EndedAt is the moment Valid turned false for good: when the term was
+// revoked, or its deadline if that passed first; zero while not ended.
+func TestTermEndedAt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		epoch := time.Now()
+		d := deadline{epoch: epoch}
+		d.set(mono(10 * time.Second))
+
+		revoked := newTerm(nil, "report", 7, &d)
+		time.Sleep(3 * time.Second)
+		if !revoked.EndedAt().IsZero() {
+			t.Fatalf("EndedAt of a valid term = %v; want zero", revoked.EndedAt())
+		}
+		revoked.end(ReasonStopped)
+		if got, want := revoked.EndedAt(), epoch.Add(3*time.Second); !got.Equal(want) {
+			t.Errorf("EndedAt of a term revoked at 3s = %v; want %v", got.Sub(epoch), want.Sub(epoch))
+		}
+
+		lapsed := newTerm(nil, "report", 8, &d)
+		time.Sleep(9 * time.Second) // 12s: the deadline (10s) passed first
+		if lapsed.Valid() || !lapsed.EndedAt().IsZero() {
+			t.Fatalf("past its deadline, not yet ended: Valid %v, EndedAt %v; want false, zero", lapsed.Valid(), lapsed.EndedAt())
+		}
+		lapsed.end(ReasonDeadlinePassed)
+		if got, want := lapsed.EndedAt(), epoch.Add(10*time.Second); !got.Equal(want) {
+			t.Errorf("EndedAt of a term ended at 12s whose deadline was 10s = %v; want %v", got.Sub(epoch), want.Sub(epoch))
+		}
+	})
 }

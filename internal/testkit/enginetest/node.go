@@ -114,7 +114,7 @@ type TermRecord struct {
 	Node      string
 	Term      *runtime.Term
 	ElectedAt time.Time // when the elected callback ran: after adoption
-	EndedAt   time.Time // when Done was closed (observed by a goroutine); set once Ended is closed
+	EndedAt   time.Time // when the term ended (Term.EndedAt); set once Ended is closed
 	Reason    runtime.Reason
 	Ended     chan struct{}
 
@@ -190,8 +190,10 @@ func (n *Node) track(term *runtime.Term) *TermRecord {
 	n.cluster.rec.Elected(rec.id)
 	go func() {
 		<-term.Done()
-		n.cluster.rec.End(rec.id)
-		rec.EndedAt = time.Now()
+		// When the term ended, not when this goroutine woke: on a store as
+		// quick as the memory store the next holder may begin in between.
+		rec.EndedAt = term.EndedAt()
+		n.cluster.rec.EndAt(rec.id, rec.EndedAt)
 		rec.Reason = term.Reason()
 		close(rec.Ended)
 	}()

@@ -9,7 +9,8 @@ import (
 // goroutine, on one clock, for [Check]. The zero Recorder is not usable; make
 // one with [NewRecorder] or [NewRecorderOn].
 type Recorder struct {
-	now func() time.Duration
+	now   func() time.Duration
+	epoch time.Time // NewRecorder's: the instant 0, for EndAt
 
 	mu     sync.Mutex
 	terms  []Term
@@ -25,7 +26,9 @@ type TermID int
 // clock is the bubble's.
 func NewRecorder() *Recorder {
 	epoch := time.Now()
-	return NewRecorderOn(func() time.Duration { return time.Since(epoch) })
+	r := NewRecorderOn(func() time.Duration { return time.Since(epoch) })
+	r.epoch = epoch
+	return r
 }
 
 // NewRecorderOn returns a Recorder whose instants are read from now, which
@@ -54,6 +57,25 @@ func (r *Recorder) End(id TermID) {
 	if r.open[id] {
 		r.open[id] = false
 		r.terms[id].End = at
+	}
+}
+
+// EndAt records that the term's validity ended at at, if it had not
+// already: for an end that the one who observes it learns later than it
+// happened (runtime.Term.EndedAt, read once Done is closed). It needs a
+// Recorder made by [NewRecorder], whose clock at is on; on another, it
+// records the end now, as End does.
+func (r *Recorder) EndAt(id TermID, at time.Time) {
+	if r.epoch.IsZero() || at.IsZero() {
+		r.End(id)
+		return
+	}
+	d := at.Sub(r.epoch)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.open[id] {
+		r.open[id] = false
+		r.terms[id].End = d
 	}
 }
 
