@@ -145,6 +145,9 @@ func (f *Feed) WatchHolder(name string, fn func(backends.Holder)) (stop func()) 
 	return f.holders.Add(name, fn)
 }
 
+// HolderWatched reports whether name's holder is watched.
+func (f *Feed) HolderWatched(name string) bool { return f.holders.Watched(name) }
+
 // WatchingHolders returns the number of names whose holders are watched.
 func (f *Feed) WatchingHolders() int { return f.holders.Len() }
 
