@@ -672,6 +672,17 @@ END
 $$;
 
 -- leave_group ends the session's membership of p_group.
+--
+-- A leave that ends a membership commits without waiting for its WAL to be
+-- flushed (synchronous_commit off, for its transaction only), as a release
+-- does: a graceful stop leaves, then releases its partitions, and the member
+-- that takes one over waits for its own grant's flush — which flushes the
+-- leave's commit too, the WAL being one sequence — so a hand-over waits for
+-- one flush, not two. Losing the leave in a crash cannot give a lease to two
+-- sessions (grants decide that); it would leave the session listed as a
+-- member that runs no partitions, whose share then idles. So the backend
+-- leaves again, durably this time, at the session's next renewal (see
+-- groups.go), unless the session joined the group again meanwhile.
 CREATE OR REPLACE FUNCTION leave_group(p_session text, p_group text, OUT status text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 BEGIN
@@ -691,6 +702,7 @@ BEGIN
         UPDATE partition_groups SET epoch = nextval('rev_seq') WHERE name = p_group;
     END IF;
     UPDATE sessions SET left_rev = nextval('rev_seq') WHERE id = p_session;
+    PERFORM set_config('synchronous_commit', 'off', true);
 END
 $$;
 
@@ -784,5 +796,6 @@ END;
 -- functions, and the check at the top refuses a newer one. Revision 1 (no
 -- comment) ran more statements per acquire and release; revision 2 waited
 -- for a release's commit to be flushed; revision 3 told releases without
--- the ended term's token, and grants not at all.
+-- the ended term's token, and grants not at all, and waited for a leave's
+-- commit to be flushed.
 COMMENT ON TABLE meta IS 'functions revision 4';
