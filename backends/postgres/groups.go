@@ -71,10 +71,13 @@ func (s *session) Leave(ctx context.Context, group string) error {
 // waiting for its flush (leave_group in schema.sql), and one lost in a
 // crash would list the session as a member that runs nothing. Where the
 // first leave stuck, the second changes nothing. A group whose second
-// leave fails is tried again at the next renewal. Called after a renewal
-// succeeded; it costs one call per group left, once.
+// leave fails is tried again at the next renewal, as are all of them when a
+// join is in progress (the renewal never waits for one). Called after a
+// renewal succeeded; it costs one call per group left, once.
 func (s *session) confirmLeaves(ctx context.Context) {
-	s.groupMu.Lock()
+	if !s.groupMu.TryLock() {
+		return // a join is in progress: the renewal does not wait for it; the next one confirms
+	}
 	defer s.groupMu.Unlock()
 	for g := range s.unconfirmed {
 		var status string
