@@ -87,8 +87,9 @@
 //     otherwise (ZooKeeper's acquire may be two pipelined calls).
 //
 // Optional abilities are separate interfaces found by type assertion:
-// [Notifier] (release notifications), [StoreClock] (the store's time) and
-// [Inspector] (a read-only listing for status tools). A backend that can lose
+// [Notifier] (release notifications), [HolderNotifier] (every change of a
+// lease's holder, for watchers: memory, Redis, PostgreSQL), [StoreClock] (the
+// store's time) and [Inspector] (a read-only listing for status tools). A backend that can lose
 // its state (a Redis without persistence, the memory store) implements the
 // amnesia guard of §15 internally: after such a loss it refuses every
 // acquisition until the longest lease it could have granted has passed, and
@@ -108,12 +109,14 @@
 //     carrying the digest counters; lease rows keyed by name, tokens from one
 //     sequence taken after the lease row is locked; every operation one
 //     statement; releases NOTIFY a channel that a LISTEN connection turns into
-//     [Notifier] calls.
+//     [Notifier] calls, and grants of names a backend follows (an advisory
+//     lock) notify it too, for [HolderNotifier].
 //   - Redis: one Lua script per operation (EVALSHA); a session hash with its
 //     expiry and digest counters, lease hashes that name their session, one
 //     token counter per namespace, all keys under one hash tag; KeepAlive
 //     reads the epochs of the few groups joined, never the leases; releases
-//     are published on one channel.
+//     are published to the waiting backends' channels, and grants and ends
+//     of terms of followed names to their followers'.
 //   - ZooKeeper: a Session is one ZooKeeper session (one connection); a lease
 //     is an ephemeral node, its token the node's czxid; KeepAlive is a write
 //     to a per-session node whose children are the leases held, so its Stat

@@ -32,19 +32,30 @@ type Notifier interface {
 }
 
 // HolderNotifier is implemented by sessions whose store tells each change
-// of a lease's holder as it happens (the memory store), so that a watcher
-// (the runtime's WatchHolder) sees every holder, short holds included, in
-// order; a [Notifier] only hints that a lease may have become free, and
-// the watcher then reads the holder, missing holds shorter than a read.
+// of a lease's holder as it happens (the memory store; Redis by pub/sub and
+// PostgreSQL by NOTIFY, for names a session of the backend watches), so
+// that a watcher (the runtime's WatchHolder) sees every holder, short holds
+// included, in order; a [Notifier] only hints that a lease may have become
+// free, and the watcher then reads the holder, missing holds shorter than a
+// read.
 type HolderNotifier interface {
 	// WatchHolder calls fn with each change of the holder of name, in the
 	// order the store made them: after a grant, the new holder (Session,
 	// Identity, Token and Remaining); after a release, or the end of the
 	// holder's session, a Holder with no Session and the Token of the term
 	// that ended. Changes made before WatchHolder returned may or may not
-	// be told. fn must return quickly and must not call the session; calls
+	// be told, and a store whose messages travel over a connection may
+	// start telling a little later (it then reads the holder once and tells
+	// it). Where messages can be lost (a subscription that reconnects), the
+	// store reads the holder again and tells it: a gap, never a change
+	// older than one told (a grant's Token is larger than every Token told
+	// before; an end's is the last grant's, or larger where the grant was
+	// missed). fn must return quickly and must not call the session; calls
 	// of one watch never overlap. The returned function stops the watch;
 	// after it returns, fn is not called again. A nil fn watches nothing.
+	// A store that cannot deliver messages at all (PostgreSQL behind a
+	// pooler in transaction mode, or with notifications off) never calls
+	// fn: the watcher reads the holder on its own schedule.
 	WatchHolder(name string, fn func(Holder)) (stop func())
 }
 

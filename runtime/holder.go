@@ -88,8 +88,11 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 // closed.
 //
 // Where the store tells every change of holder (backends.HolderNotifier:
-// the memory store), every holder is sent, short holds included, in order,
-// however slow the receiver. Elsewhere changes are seen at once where the
+// the memory store, Redis and PostgreSQL), every holder is sent, short
+// holds included, in order, however slow the receiver; across a lost
+// connection to the store a change may be missed (the holder is read again
+// then, and at least every renewal interval), never reordered. Elsewhere
+// (ZooKeeper, etcd, MySQL) changes are seen at once where the
 // store notifies releases (a candidate that takes over is read right
 // after), and otherwise within a renewal interval — or, for a holder that
 // crashed, when its session runs out, as the store measured it; a slow

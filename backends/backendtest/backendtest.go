@@ -144,6 +144,7 @@ var cases = []struct {
 	{"Digest", testDigest},
 	{"DigestInReplies", testDigestInReplies},
 	{"Holder", testHolder},
+	{"HolderChanges", testHolderChanges},
 	{"InvalidSessionOptions", testInvalidSessionOptions},
 	{"Values", testValues},
 	{"ValueSize", testValueSize},

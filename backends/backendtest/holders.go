@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,5 +184,105 @@ func testInspect(t *testing.T, h *Harness) {
 	}
 	if _, ok := e.b.(backends.StoreClock); ok && inv.StoreTime.IsZero() {
 		t.Error("Inspect StoreTime is zero for a backend with a StoreClock")
+	}
+}
+
+// §12 (who holds a lease), backends.HolderNotifier: a session watching a
+// lease's holder is told every grant and every end of a term, in the
+// store's order, holds shorter than a read included — with a watch that
+// is slow to return too — and nothing once its stop returned. Stores
+// without the interface skip the case (they hint at releases only, see
+// Notify).
+func testHolderChanges(t *testing.T, h *Harness) {
+	for _, slow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slow=%v", slow), func(t *testing.T) {
+			e := newEnv(t, h)
+			watcher, _ := e.open()
+			locker, _ := e.openAs(backends.SessionOptions{TTL: h.TTL, Identity: "locker"})
+			hn, ok := watcher.(backends.HolderNotifier)
+			if !ok {
+				t.Skipf("sessions (%T) do not implement backends.HolderNotifier", watcher)
+			}
+			var (
+				mu  sync.Mutex
+				got []string
+				bad []string
+			)
+			stop := hn.WatchHolder("turn", func(bh backends.Holder) {
+				mu.Lock()
+				defer mu.Unlock()
+				if bh.Session == "" {
+					got = append(got, fmt.Sprintf("end %d", bh.Token))
+				} else {
+					got = append(got, fmt.Sprintf("%s %s %d", bh.Session, bh.Identity, bh.Token))
+					if bh.Remaining <= 0 || bh.Remaining > h.TTL {
+						bad = append(bad, fmt.Sprintf("grant %d told with Remaining %v; want in (0, %v]", bh.Token, bh.Remaining, h.TTL))
+					}
+				}
+				if slow {
+					time.Sleep(2 * time.Millisecond)
+				}
+			})
+			defer stop()
+			told := func(n int) []string {
+				t.Helper()
+				for end := time.Now().Add(10 * h.TTL); ; time.Sleep(5 * time.Millisecond) {
+					mu.Lock()
+					c := slices.Clone(got)
+					mu.Unlock()
+					if len(c) >= n || time.Now().After(end) {
+						return c
+					}
+				}
+			}
+			// The watch may start late: a first term, held until it is
+			// told, shows that it is in place.
+			g := e.acquire(locker, "turn")
+			want := []string{fmt.Sprintf("%s locker %d", locker.ID(), g.Token)}
+			if c := told(1); !slices.Equal(c, want) {
+				t.Fatalf("the watch of a held lease told %q; want %q", c, want)
+			}
+			e.release(locker, "turn", g.Token)
+			want = append(want, fmt.Sprintf("end %d", g.Token))
+			for i := range 100 {
+				if i%10 == 0 {
+					e.keepAlive(locker) // a slow watch may slow the store's calls (memory)
+				}
+				g := e.acquire(locker, "turn")
+				e.release(locker, "turn", g.Token)
+				want = append(want, fmt.Sprintf("%s locker %d", locker.ID(), g.Token), fmt.Sprintf("end %d", g.Token))
+			}
+			c := told(len(want))
+			if !slices.Equal(c, want) {
+				i := 0
+				for i < min(len(c), len(want)) && c[i] == want[i] {
+					i++
+				}
+				t.Fatalf("the watch told %d changes for 101 terms; want %d; first difference at %d: %q, want %q",
+					len(c), len(want), i, c[i:min(i+4, len(c))], want[i:min(i+4, len(want))])
+			}
+			mu.Lock()
+			for _, b := range bad {
+				t.Error(b)
+			}
+			mu.Unlock()
+			// A session's close ends its term too.
+			g = e.acquire(locker, "turn")
+			if err := locker.Close(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, fmt.Sprintf("%s locker %d", locker.ID(), g.Token), fmt.Sprintf("end %d", g.Token))
+			if c := told(len(want)); !slices.Equal(c, want) {
+				t.Fatalf("after the holder's Close the watch told %q; want it to end with %q", c[max(0, len(c)-2):], want[len(want)-2:])
+			}
+			stop()
+			other, _ := e.open()
+			g = e.acquire(other, "turn")
+			e.release(other, "turn", g.Token)
+			time.Sleep(h.TTL / 4)
+			if c := told(0); len(c) != len(want) {
+				t.Errorf("the watch told %q after its stop returned; want nothing", c[len(want):])
+			}
+		})
 	}
 }

@@ -62,6 +62,7 @@ type Backend struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	feed      *watch.Feed // the release subscription, started by the first Watch
+	follow    follower    // the advisory locks that make grants of watched names notify (notify.go)
 
 	// ready is set once the schema is known to be there, at this package's
 	// version; cleared when a call finds it gone. migrating serialises the
@@ -183,6 +184,9 @@ func build(pool *pgxpool.Pool, o options) (*Backend, error) {
 	b.channel = b.schema + ".released"
 	b.sql = newStatements(b.schema)
 	b.feed = watch.NewFeed(listener{b}, b.logger, slog.String("backend", "simbapg"), slog.String("schema", b.schema))
+	if b.notify {
+		b.feed.Follow(b.followHolders, followEvery)
+	}
 	return b, nil
 }
 
@@ -211,6 +215,7 @@ func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
 		b.feed.Close()
+		b.follow.close()
 		if b.ownsPool {
 			b.pool.Close()
 		}

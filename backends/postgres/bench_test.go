@@ -2,6 +2,9 @@ package simbapg
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,3 +132,50 @@ func BenchmarkAcquireRelease(b *testing.B) { backendtest.BenchmarkAcquireRelease
 //
 //	go test -run='^$' -bench=HandOff -benchtime=100x ./backends/postgres/
 func BenchmarkHandOff(b *testing.B) { backendtest.BenchmarkHandOff(b, benchHarness()) }
+
+// The watcher process of BenchmarkWatchHolderTurns finds the schema the
+// parent made through these.
+const (
+	watchDSNEnv      = "SIMBAPG_WATCH_DSN"
+	watchSchemaEnv   = "SIMBAPG_WATCH_SCHEMA"
+	watchMaxLeaseEnv = "SIMBAPG_WATCH_MAXLEASE"
+)
+
+// BenchmarkWatchHolderTurns: WatchHolder in a second process reports every
+// one of b.N lock turns of 2 ms, in order (backends.HolderNotifier); see
+// backendtest.BenchmarkWatchHolderTurns.
+//
+//	go test -run='^$' -bench=WatchHolderTurns -benchtime=100x ./backends/postgres/
+func BenchmarkWatchHolderTurns(b *testing.B) {
+	dsn := sharedDSN(b)
+	bk := newBackend(b, newPool(b, dsn, nil), newPool(b, dsn, nil))
+	backendtest.BenchmarkWatchHolderTurns(b, bk, func(string) *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), watchDSNEnv+"="+dsn, watchSchemaEnv+"="+bk.Schema(),
+			watchMaxLeaseEnv+"="+bk.MaxLease().String())
+		return cmd
+	})
+}
+
+// watchTurnsChild is the watcher process of BenchmarkWatchHolderTurns.
+func watchTurnsChild() int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "watcher:", err)
+		return 1
+	}
+	lease, err := time.ParseDuration(os.Getenv(watchMaxLeaseEnv))
+	if err != nil {
+		return fail(err)
+	}
+	pool, err := pgxpool.New(context.Background(), os.Getenv(watchDSNEnv))
+	if err != nil {
+		return fail(err)
+	}
+	defer pool.Close()
+	b, err := New(pool, WithSchema(os.Getenv(watchSchemaEnv)), WithMaxLease(lease))
+	if err != nil {
+		return fail(err)
+	}
+	defer b.Close()
+	return backendtest.WatchTurnsChild(b)
+}

@@ -7,7 +7,8 @@
 // Rule names such as C2 refer to docs/design.md in the repository.
 //
 // It implements the contract of package backends in full — sessions
-// implement [backends.Session] and [backends.Notifier], the backend
+// implement [backends.Session], [backends.Notifier] and
+// [backends.HolderNotifier], the backend
 // [backends.Backend], [backends.StoreClock] and [backends.Inspector] — and
 // passes the conformance suite (package backendtest) against a real
 // PostgreSQL with every hook: sessions expired behind the client's back, a
@@ -216,6 +217,31 @@
 // (false) turns them off altogether: no LISTEN and no NOTIFY (PostgreSQL
 // serialises the commits of notifying transactions cluster-wide, which
 // matters at thousands of releases per second).
+//
+// # Holder changes
+//
+// A session's WatchHolder ([backends.HolderNotifier], what the runtime's
+// Client.WatchHolder uses) is told every grant and every end of a term of
+// the name, short holds included, in commit order. The ends are the release
+// notifications above, which carry the ended term's token ("name session
+// token"). Grants notify only for names some backend follows, since a
+// notifying commit serialises on a global lock: a backend whose sessions
+// watch names holds a shared advisory lock per name, keyed by
+// hashtextextended(channel || ' ' || name, 0), on one more connection of its
+// own (application_name "simbapg follower"); a grant tries an exclusive
+// transaction lock on the key and, only if that fails, NOTIFYs " g token
+// remaining session name identity". A grant nobody follows costs one lock
+// of the lock manager, and writes nothing more; a follower writes nothing
+// at all (the locks are not rows), and a crashed one's locks go with its
+// connection. The backend takes its locks only once its LISTEN connection
+// works (never through a pooler in transaction mode, where WatchHolder then
+// tells nothing and the runtime reads the holder on its own schedule),
+// reads the followed holders once the locks are in place, after every
+// reconnection, and every 5 s (a follower connection that died took its
+// locks with it), and tells each watch only what is newer than what it
+// was told. An advisory lock of another application that shares a key
+// costs at most a notification nobody reads. Functions of a revision before
+// 4 (a role that may not replace them) notify no grants.
 //
 // # The amnesia guard
 //

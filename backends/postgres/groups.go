@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simba-go/simba/backends"
 )
 
@@ -12,6 +14,10 @@ func (s *session) Join(ctx context.Context, group string, partitions int) error 
 	if err := args.Group(what, group, partitions); err != nil {
 		return err
 	}
+	// A renewal must not leave the group again once this join started.
+	s.groupMu.Lock()
+	defer s.groupMu.Unlock()
+	delete(s.unconfirmed, group)
 	var (
 		status string
 		parts  *int32
@@ -47,11 +53,48 @@ func (s *session) Leave(ctx context.Context, group string) error {
 	}
 	switch status {
 	case "OK":
+		s.groupMu.Lock()
+		if s.unconfirmed == nil {
+			s.unconfirmed = make(map[string]bool)
+		}
+		s.unconfirmed[group] = true
+		s.groupMu.Unlock()
 		return nil
 	case "EXPIRED":
 		return s.expired(what, group)
 	}
 	return s.b.unexpected(what, status)
+}
+
+// confirmLeaves leaves again, durably, the groups the session left since
+// its last renewal, unless it joined them again: a leave commits without
+// waiting for its flush (leave_group in schema.sql), and one lost in a
+// crash would list the session as a member that runs nothing. Where the
+// first leave stuck, the second changes nothing. A group whose second
+// leave fails is tried again at the next renewal, as are all of them when a
+// join is in progress (the renewal never waits for one). Called after a
+// renewal succeeded; it costs one call per group left, once.
+func (s *session) confirmLeaves(ctx context.Context) {
+	if !s.groupMu.TryLock() {
+		return // a join is in progress: the renewal does not wait for it; the next one confirms
+	}
+	defer s.groupMu.Unlock()
+	for g := range s.unconfirmed {
+		var status string
+		err := s.b.call(ctx, "leave", g, func(querier) error {
+			return pgx.BeginFunc(ctx, s.b.pool, func(tx pgx.Tx) error {
+				if err := tx.QueryRow(ctx, s.b.sql.leave, s.id, g).Scan(&status); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, "SET LOCAL synchronous_commit TO DEFAULT") // the leave's commit waits for its flush
+				return err
+			})
+		})
+		if err != nil {
+			return
+		}
+		delete(s.unconfirmed, g)
+	}
 }
 
 func (s *session) Members(ctx context.Context, group string) (backends.GroupView, error) {

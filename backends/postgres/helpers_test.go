@@ -1,12 +1,16 @@
 package simbapg
 
 import (
+	"os"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/simba-go/simba/backends/backendtest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,6 +22,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(backendtest.WatchTurnsEnv) != "" {
+		os.Exit(watchTurnsChild())
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -34,7 +34,7 @@ const SchemaVersion = 1
 // functions' signatures are those of SchemaVersion, so that code of every
 // revision works with the functions of every other, and a migration replaces
 // the functions of an older revision.
-const functionsRevision = 3
+const functionsRevision = 4
 
 // schemaFileName is where a DBA finds the schema's SQL, for error messages.
 const schemaFileName = "schema.sql of github.com/simba-go/simba/backends/postgres"

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/internal/watch"
 )
 
@@ -29,8 +31,7 @@ const (
 // backend's watch.Feed.
 type listener struct{ b *Backend }
 
-// Subscribe dials a connection of its own from the pool's connection config
-// (pool.Config().ConnConfig, with the pool's BeforeConnect hook): a pooled
+// Subscribe dials a connection of its own (dialOwn): a pooled
 // connection would hand notifications to whichever query ran on it next.
 // After LISTEN, it sends the channel a probe through the pool and waits for
 // it: behind a pooler in transaction mode (PgBouncer's pool_mode =
@@ -40,17 +41,7 @@ type listener struct{ b *Backend }
 // wraps watch.ErrUnsupported, and the feed stops trying.
 func (l listener) Subscribe(ctx context.Context) (watch.Subscription, error) {
 	b := l.b
-	pc := b.pool.Config()
-	cfg := pc.ConnConfig.Copy()
-	if cfg.RuntimeParams["application_name"] == "" {
-		cfg.RuntimeParams["application_name"] = "simbapg listener"
-	}
-	if pc.BeforeConnect != nil {
-		if err := pc.BeforeConnect(ctx, cfg); err != nil {
-			return nil, fmt.Errorf("simbapg: listen on %s: BeforeConnect: %w", b.channel, err)
-		}
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := b.dialOwn(ctx, "simbapg listener")
 	if err != nil {
 		return nil, fmt.Errorf("simbapg: listen on %s: %w", b.channel, err)
 	}
@@ -107,11 +98,35 @@ type subscription struct {
 	closed  bool
 }
 
-// release decodes a notification: "name session", the lease and the session
-// that released it (see schema.sql).
+// release decodes a notification (see schema.sql): "name session token",
+// the lease, the session that released it (or ended) and the token of the
+// term that ended — a release hint, and the end of a term for the watches
+// of holders; " g <token> <remaining µs> <session> <name> <identity>", a
+// grant of a lease some backend follows; anything else starting with a
+// space (a probe), nothing. Functions of revisions before 4 send "name
+// session", a hint only.
 func release(n *pgconn.Notification) watch.Release {
-	name, from, _ := strings.Cut(n.Payload, " ")
-	return watch.Release{Name: name, From: from}
+	p := n.Payload
+	if strings.HasPrefix(p, " g ") {
+		f := strings.SplitN(p[3:], " ", 5)
+		if len(f) != 5 {
+			return watch.Release{}
+		}
+		tok, err := strconv.ParseInt(f[0], 10, 64)
+		us, _ := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return watch.Release{}
+		}
+		return watch.Release{Name: f[3], Change: &backends.Holder{Session: backends.SessionID(f[2]), Identity: f[4],
+			Token: backends.Token(tok), Remaining: max(0, time.Duration(us)*time.Microsecond)}}
+	}
+	name, from, _ := strings.Cut(p, " ")
+	from, tok, ok := strings.Cut(from, " ")
+	r := watch.Release{Name: name, From: from}
+	if t, err := strconv.ParseInt(tok, 10, 64); ok && err == nil {
+		r.Change, r.Wake = &backends.Holder{Token: backends.Token(t)}, true
+	}
+	return r
 }
 
 func (s *subscription) Receive(ctx context.Context, timeout time.Duration) (watch.Release, bool, error) {
@@ -179,4 +194,163 @@ func (s *session) Watch(name string, fn func()) (stop func()) {
 		return func() {}
 	}
 	return s.b.feed.Watch(s.id, name, fn)
+}
+
+// dialOwn dials a connection of the backend's own, outside the pool, from
+// the pool's connection config (pool.Config().ConnConfig, with the pool's
+// BeforeConnect hook), named app unless the config names one.
+func (b *Backend) dialOwn(ctx context.Context, app string) (*pgx.Conn, error) {
+	pc := b.pool.Config()
+	cfg := pc.ConnConfig.Copy()
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = app
+	}
+	if pc.BeforeConnect != nil {
+		if err := pc.BeforeConnect(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("BeforeConnect: %w", err)
+		}
+	}
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// followEvery is how often the backend's watch.Feed checks the follower's
+// connection and reads the followed holders again (a connection that died
+// took its locks with it, and grants of the names were not told since).
+const followEvery = 5 * time.Second
+
+// follower holds, on a connection of the backend's own, a shared advisory
+// lock per lease name whose holder a session of the backend watches
+// (backends.HolderNotifier): a grant of a name whose lock someone holds
+// notifies the channel (granted in schema.sql). A lock is a read, not a
+// write, and goes away with the connection: a crashed process leaves
+// nothing behind. Only the feed's goroutine uses it, and only once the
+// feed's LISTEN works (never through a pooler in transaction mode, where a
+// session lock would stay on a server connection others use).
+type follower struct {
+	mu     sync.Mutex
+	conn   *pgx.Conn
+	locked map[string]bool // names locked on conn
+}
+
+// close closes the follower's connection, releasing its locks.
+func (f *follower) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closeLocked()
+}
+
+func (f *follower) closeLocked() {
+	if f.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), closeWithin)
+		f.conn.Close(ctx)
+		cancel()
+	}
+	f.conn, f.locked = nil, nil
+}
+
+// followHolders is the backend's watch.FollowFunc: it locks names on the
+// follower's connection (dialling it if needed), unlocks names nobody here
+// watches any longer, and reads the holders of names through the schema's
+// holders function, on the same connection, after the locks: a grant that
+// committed before is read, one after is notified.
+func (b *Backend) followHolders(ctx context.Context, names []string) (map[string]backends.Holder, error) {
+	f := &b.follow
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b.closed.Load() {
+		return nil, backends.ErrClosed
+	}
+	if err := b.ensureSchema(ctx); err != nil {
+		return nil, err
+	}
+	if f.conn == nil || f.conn.IsClosed() {
+		f.closeLocked()
+		conn, err := b.dialOwn(ctx, "simbapg follower")
+		if err != nil {
+			return nil, fmt.Errorf("simbapg: follow holders: %w", err)
+		}
+		f.conn, f.locked = conn, map[string]bool{}
+	}
+	fail := func(err error) (map[string]backends.Holder, error) {
+		f.closeLocked()
+		return nil, fmt.Errorf("simbapg: follow holders: %w", err)
+	}
+	const lockSQL = "SELECT pg_advisory_lock_shared(hashtextextended(k, 0)) FROM unnest($1::text[]) k"
+	const unlockSQL = "SELECT pg_advisory_unlock_shared(hashtextextended(k, 0)) FROM unnest($1::text[]) k"
+	var keys, lock, unlock []string
+	for _, n := range names {
+		if !f.locked[n] {
+			keys, lock = append(keys, b.channel+" "+n), append(lock, n)
+		}
+	}
+	if len(keys) > 0 {
+		if _, err := f.conn.Exec(ctx, lockSQL, keys); err != nil {
+			return fail(err)
+		}
+		for _, n := range lock {
+			f.locked[n] = true
+		}
+	}
+	keys = keys[:0]
+	for n := range f.locked {
+		if !b.feed.HolderWatched(n) {
+			keys, unlock = append(keys, b.channel+" "+n), append(unlock, n)
+		}
+	}
+	if len(keys) > 0 {
+		if _, err := f.conn.Exec(ctx, unlockSQL, keys); err != nil {
+			return fail(err)
+		}
+		for _, n := range unlock {
+			delete(f.locked, n)
+		}
+	}
+	rows, err := f.conn.Query(ctx, "SELECT name, h_session, h_identity, tok, h_remaining_us FROM "+
+		pgx.Identifier{b.schema}.Sanitize()+".holders($1)", names)
+	if err != nil {
+		return fail(err)
+	}
+	out := make(map[string]backends.Holder, len(names))
+	for rows.Next() {
+		var (
+			name              string
+			session, identity *string
+			tok               int64
+			remaining         *int64
+		)
+		if err := rows.Scan(&name, &session, &identity, &tok, &remaining); err != nil {
+			rows.Close()
+			return fail(err)
+		}
+		h := backends.Holder{Session: backends.SessionID(deref(session)), Identity: deref(identity), Token: backends.Token(tok)}
+		if remaining != nil {
+			h.Remaining = max(0, time.Duration(*remaining)*time.Microsecond)
+		}
+		out[name] = h
+	}
+	if err := rows.Err(); err != nil {
+		return fail(err)
+	}
+	return out, nil
+}
+
+var _ backends.HolderNotifier = (*session)(nil)
+
+// WatchHolder calls fn with each change of name's holder, in the
+// database's commit order (backends.HolderNotifier): every end of a term
+// (a release, a close, a reaped or taken-over expiry) is notified on the
+// schema's channel with its token, and every grant of a name that a
+// session of some backend watches (the backend holds an advisory lock on
+// the name, see follower); short holds are included. The backend reads the
+// holder once its lock is in place — and again after each reconnection of
+// its LISTEN connection, and every few seconds — telling it if it is newer
+// than what fn was told; fn is never told a change older than one it was
+// told. fn runs on the backend's goroutines and must return quickly; calls
+// of one watch never overlap. The returned stop waits for a call of fn in
+// progress, so fn must not call its own stop. Under WithNotifications(false),
+// or behind a pooler that does not pass notifications on, fn is never
+// called (watchers read the holder on their own schedule). The package
+// documentation describes the cost.
+func (s *session) WatchHolder(name string, fn func(backends.Holder)) (stop func()) {
+	return s.b.feed.WatchHolder(name, fn)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/internal/testkit/faultnet"
 	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 
@@ -354,4 +355,67 @@ func freeLoopbackPort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// backends.HolderNotifier across a cut: while the watching backend's
+// connections are cut (its LISTEN connection and its follower's locks are
+// gone), the lease changes hands twice; once the link heals, the watch is
+// told the current holder (read again after the resubscription), and
+// every change it was told is newer than the one before.
+func TestWatchHolderAcrossCut(t *testing.T) {
+	dsn := sharedDSN(t)
+	admin := newPool(t, dsn, nil)
+	link := faultnet.New()
+	bl := newBackend(t, newPool(t, dsn, nil), admin)
+	bw := sameSchema(t, bl, newPool(t, dsn, link))
+	ctx := testCtx(t)
+	w := mustOpen(t, bw, 20*time.Second)
+	l := mustOpen(t, bl, 20*time.Second)
+	var (
+		mu   sync.Mutex
+		told []backends.Holder
+	)
+	stop := w.(backends.HolderNotifier).WatchHolder("x", func(h backends.Holder) {
+		mu.Lock()
+		told = append(told, h)
+		mu.Unlock()
+	})
+	defer stop()
+	last := func() backends.Holder {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(told) == 0 {
+			return backends.Holder{}
+		}
+		return told[len(told)-1]
+	}
+	g, err := l.Acquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the first grant told", func() bool { return last().Token == g.Token && last().Session == l.ID() })
+
+	link.Cut()
+	for range 2 {
+		if _, err := l.Release(ctx, "x", g.Token); err != nil {
+			t.Fatal(err)
+		}
+		if g, err = l.Acquire(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if h := last(); h.Token == g.Token {
+		t.Fatalf("the watch was told token %d while its connections were cut; the test cuts nothing", h.Token)
+	}
+	link.Heal()
+	waitFor(t, 15*time.Second, "the current holder told after the heal", func() bool { return last().Token == g.Token && last().Session == l.ID() })
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(told); i++ {
+		prev, cur := told[i-1], told[i]
+		if cur.Session != "" && cur.Token <= prev.Token || cur.Session == "" && (prev.Session == "" || cur.Token < prev.Token) {
+			t.Errorf("told %+v after %+v: out of order", cur, prev)
+		}
+	}
 }

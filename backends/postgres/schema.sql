@@ -43,8 +43,8 @@ BEGIN
     ELSIF (SELECT version FROM meta) > 1 THEN
         RAISE EXCEPTION 'schema % is version %, newer than version 1', current_schema(), (SELECT version FROM meta)
             USING ERRCODE = 'SMB01';
-    ELSIF coalesce(substring(obj_description('meta'::regclass, 'pg_class') FROM '^functions revision (\d+)$')::integer, 1) > 3 THEN
-        RAISE EXCEPTION 'schema % has functions of a newer revision than 3 (%)', current_schema(),
+    ELSIF coalesce(substring(obj_description('meta'::regclass, 'pg_class') FROM '^functions revision (\d+)$')::integer, 1) > 4 THEN
+        RAISE EXCEPTION 'schema % has functions of a newer revision than 4 (%)', current_schema(),
             obj_description('meta'::regclass, 'pg_class') USING ERRCODE = 'SMB01';
     END IF;
 END
@@ -134,9 +134,33 @@ CREATE OR REPLACE FUNCTION channel() RETURNS text
 LANGUAGE sql STABLE
 RETURN current_schema() || '.released';
 
+-- granted tells the grant of lease p_name to session p_session (token
+-- p_tok, p_remaining_us left) to the backends that follow the name's
+-- holder (backends.HolderNotifier). acquire calls it only if one does: a
+-- follower holds a shared advisory lock keyed by the channel and the name
+-- on a connection of its own (see notify.go), so that acquire's exclusive
+-- try, pg_try_advisory_xact_lock(hashtextextended(channel() || ' ' ||
+-- name, 0)), an expression in the caller rather than a call, fails. The try
+-- costs a grant nobody follows one lock of the lock manager, released at
+-- commit, and no NOTIFY, whose commit serialises on a global lock; held
+-- until commit, it also makes a follower that starts meanwhile wait for
+-- the commit and then read the grant. A key that another application's
+-- advisory lock happens to share costs at most a message nobody reads.
+-- The message starts with a space, so that a backend of an older
+-- revision ignores it: " g <token> <remaining µs> <session> <name>
+-- <identity>".
+CREATE OR REPLACE FUNCTION granted(p_session text, p_name text, p_tok bigint, p_remaining_us bigint)
+RETURNS void
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    PERFORM pg_notify(channel(), ' g ' || p_tok || ' ' || p_remaining_us || ' ' || p_session || ' ' || p_name || ' '
+        || coalesce((SELECT identity FROM sessions WHERE id = p_session), ''));
+END
+$$;
+
 -- end_session ends session p_id, whose row the caller has locked: it is dead
 -- at once (expires_at -infinity), then up to p_budget of its leases and
--- memberships are released, waking watchers ("name session" on the
+-- memberships are released, waking watchers ("name session token" on the
 -- channel), and once none is left its row is deleted. It returns the budget
 -- left and whether it finished; a session not finished stays dead, and later
 -- calls go on (reap). Locks: the session's leases, in name order, then the
@@ -157,14 +181,14 @@ BEGIN
             UPDATE leases l SET session_id = NULL
              WHERE l.name IN (SELECT x.name FROM leases x WHERE x.session_id = p_id ORDER BY x.name LIMIT budget)
                AND l.session_id = p_id
-            RETURNING l.name, l.grp, l.part
+            RETURNING l.name, l.grp, l.part, l.token
         LOOP
             n := n + 1;
             IF r.grp IS NOT NULL THEN
                 groups := groups || r.grp;
             END IF;
             IF p_notify THEN
-                PERFORM pg_notify(channel(), r.name || ' ' || p_id);
+                PERFORM pg_notify(channel(), r.name || ' ' || p_id || ' ' || r.token);
             END IF;
         END LOOP;
         budget := budget - n;
@@ -250,7 +274,7 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION end_session(text, integer, boolean), reap(timestamptz, boolean),
-    groups_digest(text, bigint), start_guard() FROM PUBLIC;
+    groups_digest(text, bigint), start_guard(), granted(text, text, bigint, bigint) FROM PUBLIC;
 
 -- The operations. Each is SECURITY DEFINER: a role needs only USAGE on the
 -- schema to call them, and no rights on the tables. Statuses: OK, EXPIRED
@@ -408,6 +432,9 @@ BEGIN
                 IF l.grp IS NOT NULL THEN
                     UPDATE partition_groups SET epoch = nextval('rev_seq') WHERE name = l.grp AND l.part < partitions;
                 END IF;
+                IF p_notify AND NOT pg_try_advisory_xact_lock(hashtextextended(channel() || ' ' || p_name, 0)) THEN
+                    PERFORM granted(p_session, p_name, tok, us(own_expiry - t));
+                END IF;
                 status := 'OK';
                 RETURN;
             END IF;
@@ -480,6 +507,9 @@ BEGIN
     IF l.grp IS NOT NULL THEN
         UPDATE partition_groups SET epoch = nextval('rev_seq') WHERE name = l.grp AND l.part < partitions;
     END IF;
+    IF p_notify AND NOT pg_try_advisory_xact_lock(hashtextextended(channel() || ' ' || p_name, 0)) THEN
+        PERFORM granted(p_session, p_name, tok, us(s.expires_at - t));
+    END IF;
     status := 'OK'; val := l.value; h_identity := NULL;
 END
 $$;
@@ -524,7 +554,7 @@ BEGIN
                 UPDATE partition_groups SET epoch = nextval('rev_seq') WHERE name = g AND i < partitions;
             END IF;
             IF p_notify THEN
-                PERFORM pg_notify(channel(), p_name || ' ' || p_session);
+                PERFORM pg_notify(channel(), p_name || ' ' || p_session || ' ' || p_token);
             END IF;
             PERFORM set_config('synchronous_commit', 'off', true);
             status := 'OK';
@@ -539,6 +569,21 @@ BEGIN
     END IF;
 END
 $$;
+
+-- holders says who holds each lease of p_names, for a backend that follows
+-- them (backends.HolderNotifier) once its advisory locks are in place (see
+-- granted): a live session, its identity, token and remaining time; or no
+-- session and the token of the lease's last term (0 for a name never
+-- granted).
+CREATE OR REPLACE FUNCTION holders(p_names text[])
+RETURNS TABLE (name text, h_session text, h_identity text, tok bigint, h_remaining_us bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT
+BEGIN ATOMIC
+    SELECT n.name, s.id, s.identity, coalesce(l.token, 0), us(s.expires_at - clock_timestamp())
+      FROM unnest(p_names) AS n(name)
+      LEFT JOIN leases l ON l.name = n.name
+      LEFT JOIN sessions s ON s.id = l.session_id AND s.expires_at > clock_timestamp();
+END;
 
 -- holder says who holds lease p_name: a live session, or nobody.
 CREATE OR REPLACE FUNCTION holder(p_session text, p_name text,
@@ -627,6 +672,17 @@ END
 $$;
 
 -- leave_group ends the session's membership of p_group.
+--
+-- A leave that ends a membership commits without waiting for its WAL to be
+-- flushed (synchronous_commit off, for its transaction only), as a release
+-- does: a graceful stop leaves, then releases its partitions, and the member
+-- that takes one over waits for its own grant's flush — which flushes the
+-- leave's commit too, the WAL being one sequence — so a hand-over waits for
+-- one flush, not two. Losing the leave in a crash cannot give a lease to two
+-- sessions (grants decide that); it would leave the session listed as a
+-- member that runs no partitions, whose share then idles. So the backend
+-- leaves again, durably this time, at the session's next renewal (see
+-- groups.go), unless the session joined the group again meanwhile.
 CREATE OR REPLACE FUNCTION leave_group(p_session text, p_group text, OUT status text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 BEGIN
@@ -646,6 +702,7 @@ BEGIN
         UPDATE partition_groups SET epoch = nextval('rev_seq') WHERE name = p_group;
     END IF;
     UPDATE sessions SET left_rev = nextval('rev_seq') WHERE id = p_session;
+    PERFORM set_config('synchronous_commit', 'off', true);
 END
 $$;
 
@@ -738,5 +795,7 @@ END;
 -- again on first use when it finds an older revision, to install faster
 -- functions, and the check at the top refuses a newer one. Revision 1 (no
 -- comment) ran more statements per acquire and release; revision 2 waited
--- for a release's commit to be flushed.
-COMMENT ON TABLE meta IS 'functions revision 3';
+-- for a release's commit to be flushed; revision 3 told releases without
+-- the ended term's token, and grants not at all, and waited for a leave's
+-- commit to be flushed.
+COMMENT ON TABLE meta IS 'functions revision 4';

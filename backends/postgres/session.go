@@ -3,6 +3,7 @@ package simbapg
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -60,6 +61,12 @@ func (r renewalRow) renewal() backends.Renewal {
 type session struct {
 	b  *Backend
 	id string
+
+	// groupMu serialises Join with the renewal's leaving again; unconfirmed
+	// are the groups left since the last renewal, whose leave committed
+	// without waiting for its flush (see groups.go).
+	groupMu     sync.Mutex
+	unconfirmed map[string]bool
 }
 
 var (
@@ -93,6 +100,7 @@ func (s *session) KeepAlive(ctx context.Context) (backends.Renewal, error) {
 	switch status {
 	case "OK":
 		r = renewalRow{ttlUS: *ttl, storeTime: *at, leases: *n, version: *v, groups: *g}
+		s.confirmLeaves(ctx)
 		return r.renewal(), nil
 	case "EXPIRED":
 		return backends.Renewal{}, s.expired(what, "")

@@ -168,6 +168,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 	b.baseArg = b.keys.base
 	b.maxLeaseArg = strconv.FormatInt(micros(o.maxLease), 10)
 	b.feed = watch.NewFeed(releases{b}, b.logger, slog.String("backend", "simbaredis"), slog.String("prefix", b.prefix))
+	if !b.readOnly {
+		b.feed.Follow(b.followHolders, followEvery)
+	}
 	return b, nil
 }
 

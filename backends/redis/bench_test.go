@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -492,3 +493,38 @@ func scaleNodes(b *testing.B, client, admin *redis.Client, n int) (r scaleTry) {
 }
 
 var _ backends.Backend = (*Backend)(nil)
+
+// BenchmarkWatchHolderTurns: WatchHolder in a second process reports every
+// one of b.N lock turns of 2 ms, in order (backends.HolderNotifier); see
+// backendtest.BenchmarkWatchHolderTurns.
+//
+//	go test -run='^$' -bench=WatchHolderTurns -benchtime=100x ./backends/redis/
+func BenchmarkWatchHolderTurns(b *testing.B) {
+	addr, admin := sharedRedis(b)
+	bk := newBackend(b, newClient(b, addr), admin)
+	backendtest.BenchmarkWatchHolderTurns(b, bk, func(string) *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childAddrEnv+"="+addr, childPrefixEnv+"="+bk.prefix,
+			childLeaseEnv+"="+bk.maxLease.String())
+		return cmd
+	})
+}
+
+// watchTurnsChild is the watcher process of BenchmarkWatchHolderTurns, on
+// the namespace the parent names (as childMain's).
+func watchTurnsChild() int {
+	lease, err := time.ParseDuration(os.Getenv(childLeaseEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "watcher:", err)
+		return 1
+	}
+	client := redis.NewClient(clientOptions(os.Getenv(childAddrEnv)))
+	defer client.Close()
+	b, err := New(client, WithPrefix(os.Getenv(childPrefixEnv)), WithMaxLease(lease))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "watcher:", err)
+		return 1
+	}
+	defer b.Close()
+	return backendtest.WatchTurnsChild(b)
+}

@@ -191,6 +191,26 @@
 // graceful hand-off therefore takes a few round trips (about a millisecond on
 // loopback), not a candidate's retry interval.
 //
+// # Holder changes
+//
+// A session's WatchHolder ([backends.HolderNotifier], what the runtime's
+// Client.WatchHolder uses) is told every grant and every end of a term of
+// the name (a release, a close, a reaped expiry), short holds included, in
+// Redis's order. The backend marks the name as followed by its node,
+// {p}:f:<name> (node → deadline, 30 s, renewed every 10 s; the key expires
+// with the latest, so a crashed process's marks go away), and sets the
+// name's f: field of the meta hash. Acquire and release read that field in
+// the HMGET they make anyway, so a name nobody follows costs them no
+// command; a followed one costs a ZRANGEBYSCORE and a PUBLISH per follower
+// on its wake channel ({p}:w:<node>, the same subscription as the release
+// notifications): " g token remaining session name identity" for a grant,
+// " e token name" for the end of a term. The marking script replies with the
+// names' holders as of the same instant; the backend marks (and so reads)
+// again after every reconnection of its subscription and every 10 s, and
+// tells each watch only what is newer than what it was told: a lost message
+// leaves a gap, never a reordering. Marks are writes, made only for sessions
+// (a read-only backend makes none).
+//
 // # The amnesia guard
 //
 // Redis often runs without persistence: a restart then forgets every

@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childMain())
 	}
+	if os.Getenv(backendtest.WatchTurnsEnv) != "" {
+		os.Exit(watchTurnsChild())
+	}
 	// go-redis logs failed dials to a package-global logger; the fault
 	// tests cause plenty of them.
 	redis.SetLogger(quietLogger{})

@@ -43,9 +43,13 @@ const metaAbout = "Simba leases, key layout " + layoutVersion + ": github.com/si
 //	{p}:q:<name>      zset: the backends (node ids) whose sessions were
 //	                  refused the lease → when, the latest 64; expires
 //	                  when nobody has waited for 2 × MaxLease
+//	{p}:f:<name>      zset: the backends (node ids) that follow the lease's
+//	                  holder (backends.HolderNotifier) → until when (µs of
+//	                  Redis time); expires with the latest (lua/follow.lua)
 //	{p}:w:<node>      pub/sub channel of one backend: "name session" for
 //	                  a lease it waits for that was released, with the
-//	                  session that released it (or ended)
+//	                  session that released it (or ended); and the changes
+//	                  of the holders it follows (lib/tell.lua)
 //
 // The meta hash's fields:
 //
@@ -63,6 +67,8 @@ const metaAbout = "Simba leases, key layout " + layoutVersion + ": github.com/si
 //	v:<name> the value last stored for the lease (it outlives terms)
 //	q:<name> present while {p}:q:<name> may have members, so that a
 //	         release nobody waits for reads no more than its own fields
+//	f:<name> present while {p}:f:<name> may have members, so that a grant
+//	         or a release nobody follows reads one field more, no command
 //
 // A field's tag (its first two characters) says what follows: a session id,
 // or a lease name. The namespace's own fields have no ':' second.
@@ -77,6 +83,7 @@ const (
 	tagNodes    = "k:"
 	tagWaiters  = "q:"
 	tagWake     = "w:"
+	tagFollow   = "f:"
 
 	fieldExpiry   = "e:"
 	fieldTTL      = "d:"
@@ -88,6 +95,7 @@ const (
 	fieldToken    = "t:"
 	fieldValue    = "v:"
 	fieldWaiting  = "q:"
+	fieldFollowed = "f:"
 )
 
 // layout builds the keys of one namespace.

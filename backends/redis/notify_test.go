@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -165,5 +166,83 @@ func TestReleaseWakesAFew(t *testing.T) {
 	}
 	if n := publishes() - before; n != 0 {
 		t.Errorf("a release nobody waits for published %d messages; want none", n)
+	}
+}
+
+// backends.HolderNotifier across a cut: while the watching backend's
+// connections are cut (its subscription is gone), the lease changes hands
+// twice; once the path heals, the watch is told the current holder (read
+// again when the backend marks the name after resubscribing), and every
+// change it was told is newer than the one before.
+func TestWatchHolderAcrossCut(t *testing.T) {
+	addr, admin := sharedRedis(t)
+	bl := newBackend(t, newClient(t, addr), admin)
+	p := newProxy(t, addr)
+	bw := sameNamespace(t, bl, p.client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := func(b *Backend) backends.Session {
+		s, _, err := b.OpenSession(ctx, backends.SessionOptions{TTL: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close(context.Background()) })
+		return s
+	}
+	w, l := open(bw), open(bl)
+	var (
+		mu   sync.Mutex
+		told []backends.Holder
+	)
+	stop := w.(backends.HolderNotifier).WatchHolder("x", func(h backends.Holder) {
+		mu.Lock()
+		told = append(told, h)
+		mu.Unlock()
+	})
+	defer stop()
+	last := func() backends.Holder {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(told) == 0 {
+			return backends.Holder{}
+		}
+		return told[len(told)-1]
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for end := time.Now().Add(15 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: not within 15s", what)
+			}
+		}
+	}
+	g, err := l.Acquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the first grant told", func() bool { return last().Token == g.Token && last().Session == l.ID() })
+
+	p.cut()
+	for range 2 {
+		if _, err := l.Release(ctx, "x", g.Token); err != nil {
+			t.Fatal(err)
+		}
+		if g, err = l.Acquire(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if h := last(); h.Token == g.Token {
+		t.Fatalf("the watch was told token %d while its connections were cut; the test cuts nothing", h.Token)
+	}
+	p.heal()
+	waitFor("the current holder told after the heal", func() bool { return last().Token == g.Token && last().Session == l.ID() })
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(told); i++ {
+		prev, cur := told[i-1], told[i]
+		if cur.Session != "" && cur.Token <= prev.Token || cur.Session == "" && (prev.Session == "" || cur.Token < prev.Token) {
+			t.Errorf("told %+v after %+v: out of order", cur, prev)
+		}
 	}
 }

@@ -130,6 +130,8 @@ var luaTags = strings.NewReplacer(
 	"$TOKEN", fieldToken,
 	"$VALUE", fieldValue,
 	"$WAITING", fieldWaiting,
+	"$FOLLOWED", fieldFollowed,
+	"$FOLLOWERS", tagFollow,
 	"$OWNED", tagOwned,
 	"$JOINED", tagJoined,
 	"$GROUP", tagGroup,
@@ -173,10 +175,11 @@ var (
 	luaLeaveGroup     = helper(luaSource("lib/leave_group.lua"), luaNextRev)
 	luaReapLimits     = helper(luaSource("lib/reap_limits.lua"))
 	luaSetExpiry      = helper(luaSource("lib/set_expiry.lua"), luaSessions)
-	luaEndSession     = helper(luaSource("lib/end_session.lua"), luaTouchPartition, luaWake, luaWakeMembers, luaLeaveGroup, luaSessions)
+	luaEndSession     = helper(luaSource("lib/end_session.lua"), luaTouchPartition, luaWake, luaWakeMembers, luaTell, luaLeaveGroup, luaSessions)
 	luaWake           = helper(luaSource("lib/wake.lua"))
 	luaWakeMembers    = helper(luaSource("lib/wake_members.lua"))
 	luaWait           = helper(luaSource("lib/wait.lua"))
+	luaTell           = helper(luaSource("lib/tell.lua"), luaClock)
 	luaAlive          = helper(luaSource("lib/alive.lua"), luaClock)
 	luaCheckMeta      = helper(luaSource("lib/check_meta.lua"), luaInfo, luaClock, luaSessions, luaLayout)
 	luaArmedMeta      = helper(luaSource("lib/armed_meta.lua"), luaClock, luaLayout)
@@ -215,17 +218,18 @@ var (
 	scriptOpen      = newScript("open", luaSource("open.lua"), luaCheckMeta, luaReap, luaSetExpiry, luaRenewal)
 	scriptKeepAlive = newScript("keep-alive", luaSource("keep_alive.lua"), luaCheckMeta, luaReap, luaSetExpiry, luaRenewal)
 	scriptOwned     = newScript("owned", luaSource("owned.lua"), luaCheckMeta, luaReap, luaRenewal)
-	scriptAcquire   = newScript("acquire", luaSource("acquire.lua"), luaInfoNow, luaCheckMeta, luaHolder, luaWait, luaTouchPart)
+	scriptAcquire   = newScript("acquire", luaSource("acquire.lua"), luaInfoNow, luaCheckMeta, luaHolder, luaWait, luaTouchPart, luaTell)
 	scriptCheck     = newScript("check", luaSource("check.lua"), luaCheckMeta, luaReap)
 )
 
 var (
-	scriptRelease  = newScript("release", luaSource("release.lua"), luaClock, luaTouchPart, luaWake, luaWakeMembers)
+	scriptRelease  = newScript("release", luaSource("release.lua"), luaClock, luaTouchPart, luaWake, luaWakeMembers, luaTell)
 	scriptHolder   = newScript("holder", luaSource("holder.lua"), luaClock, luaHolder, luaWait)
 	scriptPutValue = newScript("put value", luaSource("put_value.lua"), luaClock)
 	scriptJoin     = newScript("join", luaSource("join.lua"), luaAlive, luaPrune, luaNextRev)
 	scriptLeave    = newScript("leave", luaSource("leave.lua"), luaAlive, luaLeaveGroup, luaNextRev)
 	scriptMembers  = newScript("members", luaSource("members.lua"), luaReap, luaAlive, luaPrune)
+	scriptFollow   = newScript("follow", luaSource("follow.lua"), luaClock, luaLayout, luaHolder)
 	scriptClose    = newScript("close", luaSource("close.lua"), luaSessions, luaSetExpiry, luaReapLimits, luaEndSession)
 )
 

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/simba-go/simba/backends"
 )
 
 // A Feed keeps one subscription to a store's release channel and turns what
@@ -25,11 +27,18 @@ type Feed struct {
 	attrs  []any
 
 	watches Registry
+	holders Holders
+	follow  FollowFunc    // nil: the store cannot tell holders
+	every   time.Duration // how often follow runs for every watched name
 
 	mu      sync.Mutex
 	started bool
+	subGen  uint64        // confirmed subscriptions so far
+	subbed  chan struct{} // signalled after each confirmed subscription
+	fdone   chan struct{} // closed when the follower ends; nil if none started
 	closed  bool
 	sub     Subscription // the current subscription, nil between attempts
+	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
@@ -61,10 +70,14 @@ type Subscription interface {
 }
 
 // Release is one message of a release channel: lease Name was released, or
-// its holder's session ended, by session From ("" if unknown).
+// its holder's session ended, by session From ("" if unknown). A message
+// that tells a change of Name's holder (see [Holders.Tell]) has Change set;
+// it wakes no release watch unless Wake is set too.
 type Release struct {
-	Name string
-	From string
+	Name   string
+	From   string
+	Change *backends.Holder
+	Wake   bool // a Change that is also a release hint (a store that sends one message for both)
 }
 
 // ErrUnsupported is wrapped by a [Source] whose store cannot deliver
@@ -88,7 +101,128 @@ func NewFeed(src Source, logger *slog.Logger, attrs ...any) *Feed {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Feed{src: src, logger: logger, attrs: attrs, done: make(chan struct{})}
+	return &Feed{src: src, logger: logger, attrs: attrs, done: make(chan struct{}), subbed: make(chan struct{}, 1)}
+}
+
+// FollowFunc makes a store tell the changes of the holders of names on the
+// feed's subscription from now on (a watch marker, a lock), and returns the
+// holders it read once that is in place: the changes made before may have
+// been lost. A free lease is returned as a Holder with no Session and the
+// token of its last term (or one at least as large, such as the last token
+// issued by the store), so that watches drop older messages that arrive
+// after the read. The feed calls it for new names, for every name after each
+// (re)subscription, and every period given to [Feed.Follow].
+type FollowFunc func(ctx context.Context, names []string) (map[string]backends.Holder, error)
+
+// Follow makes the feed support [Feed.WatchHolder], with fn run for every
+// watched name every period (to renew watch markers that expire, and to
+// catch up with anything lost). Call it before the first watch.
+func (f *Feed) Follow(fn FollowFunc, every time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.follow, f.every = fn, every
+}
+
+// WatchHolder registers fn for the changes of name's holder (see
+// [Holders]) and starts the subscription and the follower if they are not
+// running. Without [Feed.Follow], or after [Feed.Close], it registers
+// nothing.
+func (f *Feed) WatchHolder(name string, fn func(backends.Holder)) (stop func()) {
+	if fn == nil {
+		return func() {}
+	}
+	f.mu.Lock()
+	if f.closed || f.follow == nil {
+		f.mu.Unlock()
+		return func() {}
+	}
+	f.startLocked()
+	if f.fdone == nil {
+		f.fdone = make(chan struct{})
+		go f.follower(f.ctx)
+	}
+	f.mu.Unlock()
+	return f.holders.Add(name, fn)
+}
+
+// HolderWatched reports whether name's holder is watched.
+func (f *Feed) HolderWatched(name string) bool { return f.holders.Watched(name) }
+
+// WatchingHolders returns the number of names whose holders are watched.
+func (f *Feed) WatchingHolders() int { return f.holders.Len() }
+
+// startLocked starts the subscription's goroutine, once. Called with mu held.
+func (f *Feed) startLocked() {
+	if !f.started {
+		f.started = true
+		f.ctx, f.cancel = context.WithCancel(context.Background())
+		go f.loop(f.ctx)
+	}
+}
+
+// follower runs the FollowFunc: for names newly watched, for every name
+// after each confirmed subscription, and every period; it tells the
+// holders read. It waits for a subscription first: changes the store told
+// before it would be lost.
+func (f *Feed) follower(ctx context.Context) {
+	defer close(f.fdone)
+	var (
+		gen      uint64              // the subscription the names below were followed on
+		followed = map[string]bool{} // names followed on it
+		backoff  = minBackoff
+	)
+	t := time.NewTimer(f.every)
+	defer t.Stop()
+	for {
+		f.mu.Lock()
+		cur := f.subGen
+		f.mu.Unlock()
+		var names []string
+		all := false
+		if cur != 0 {
+			if cur != gen {
+				gen, followed, all = cur, map[string]bool{}, true
+			}
+			for _, n := range f.holders.Names() {
+				if all || !followed[n] {
+					names = append(names, n)
+				}
+			}
+		}
+		wait := f.every
+		if len(names) > 0 {
+			cctx, cancel := context.WithTimeout(ctx, pongWithin)
+			read, err := f.follow(cctx, names)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				f.logger.Debug("following lease holders failed; trying again", append(f.attrs, slog.Any("err", err))...)
+				if all {
+					gen = 0 // follow every name again
+				}
+				wait, backoff = backoff, min(2*backoff, maxBackoff)
+			} else {
+				backoff = minBackoff
+				for _, n := range names {
+					followed[n] = true
+					if h, ok := read[n]; ok {
+						f.holders.Tell(n, h)
+					}
+				}
+			}
+		}
+		t.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.holders.Changed():
+		case <-f.subbed:
+		case <-t.C:
+			gen = 0 // the period: follow every name again
+		}
+	}
 }
 
 // Watch registers fn for name on behalf of session (whose own releases do
@@ -101,12 +235,7 @@ func (f *Feed) Watch(session, name string, fn func()) (stop func()) {
 		f.mu.Unlock()
 		return func() {}
 	}
-	if !f.started {
-		f.started = true
-		ctx, cancel := context.WithCancel(context.Background())
-		f.cancel = cancel
-		go f.loop(ctx)
-	}
+	f.startLocked()
 	f.mu.Unlock()
 	return f.watches.AddFor(session, name, fn)
 }
@@ -126,9 +255,13 @@ func (f *Feed) Close() {
 	if f.sub != nil {
 		f.sub.Close() // unblocks a Receive in progress
 	}
+	fdone := f.fdone
 	f.mu.Unlock()
 	if started {
 		<-f.done
+	}
+	if fdone != nil {
+		<-fdone
 	}
 }
 
@@ -177,7 +310,12 @@ func (f *Feed) run(ctx context.Context, resubscribed bool) (confirmed bool, err 
 		return false, nil
 	}
 	f.sub = sub
+	f.subGen++
 	f.mu.Unlock()
+	select {
+	case f.subbed <- struct{}{}: // the follower follows every name on it
+	default:
+	}
 	defer func() {
 		f.mu.Lock()
 		f.sub = nil
@@ -203,12 +341,15 @@ func (f *Feed) run(ctx context.Context, resubscribed bool) (confirmed bool, err 
 			return true, err
 		case ok:
 			pinged = false
-			if r.Name != "" {
+			if r.Name != "" && r.Change != nil {
+				f.holders.Tell(r.Name, *r.Change)
+			}
+			if r.Name != "" && (r.Change == nil || r.Wake) {
 				f.watches.FireFrom(r.From, r.Name)
 			}
 		case pinged:
 			return true, errors.New("no answer to a ping")
-		case f.watches.Len() == 0:
+		case f.watches.Len() == 0 && f.holders.Len() == 0:
 			// Nobody waits: a dead subscription costs nothing yet, and the
 			// next watch's candidate tries on its own schedule anyway.
 		default:

@@ -1,4 +1,5 @@
--- end_session releases what session id holds, waking watchers, ends
+-- end_session releases what session id holds, waking watchers and
+-- telling followers (lib/tell.lua), ends
 -- its memberships, and deletes it, once the session is dead (closed or
 -- expired) — but at most budget leases and memberships per call, so
 -- that no call blocks Redis for long. It returns the budget left, and
@@ -15,16 +16,17 @@ local function end_session(id, budget)
     if #names > 0 then
       local fields = {}
       for i, name in ipairs(names) do
-        fields[2 * i - 1], fields[2 * i] = '$HOLDER' .. name, '$WAITING' .. name
+        fields[3 * i - 2], fields[3 * i - 1], fields[3 * i] = '$HOLDER' .. name, '$WAITING' .. name, '$FOLLOWED' .. name
       end
       local recs = redis.call('HMGET', META, unpack(fields))
       local free = {}
       for i, name in ipairs(names) do
-        if recs[2 * i - 1] == id then
+        if recs[3 * i - 2] == id then
           free[#free + 1], free[#free + 2] = '$HOLDER' .. name, '$TOKEN' .. name
           local g = touch_partition(name, nil)
           if g then wake_members(g, name, id) end
-          if recs[2 * i] then wake(name, id) end
+          if recs[3 * i - 1] then wake(name, id) end
+          if recs[3 * i] then tell(name, ' e ' .. redis.call('HGET', META, '$TOKEN' .. name) .. ' ' .. name) end
         end
       end
       if #free > 0 then redis.call('HDEL', META, unpack(free)) end -- values, if any, stay
