@@ -102,13 +102,6 @@ func (s *session) Watch(name string, fn func()) (stop func()) {
 	}
 }
 
-// watching reports whether name is watched.
-func (w *watcher) watching(name string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.count[name] > 0
-}
-
 // toReserve hands the watch goroutine a reservation of name to create.
 func (w *watcher) toReserve(name string, r *reservation) {
 	w.mu.Lock()

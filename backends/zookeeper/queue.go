@@ -362,6 +362,16 @@ func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g 
 		return backends.Grant{}, true, s.heldBy(name, sid, identity, lease.Czxid)
 	}
 	if first := firstReservation(children); first != mine {
+		if sid, _, _ := reservationSeq(first); sid == s.id {
+			// A reservation of its own it did not know of (a creation
+			// whose reply was lost): delete it, and look again.
+			path := s.paths.queue(name) + "/" + first
+			err := s.do(ctx, op, name, func(c *zk.Conn) error { return c.Delete(path, -1) })
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return backends.Grant{}, true, s.fail(ctx, op, name, err)
+			}
+			return backends.Grant{}, false, nil
+		}
 		h, err := s.queueHolder(ctx, op, name, first)
 		if err != nil {
 			return backends.Grant{}, true, err
