@@ -111,6 +111,17 @@ func (w *watcher) toReserve(name string, r *reservation) {
 	w.signal()
 }
 
+// rearm sets the watch of name again (after a reservation's turn not
+// taken).
+func (w *watcher) rearm(name string) {
+	w.mu.Lock()
+	if w.count[name] > 0 && !w.armed[name] {
+		w.arm[name] = true
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
 // toRemove hands the watch goroutine a reservation node to delete.
 func (w *watcher) toRemove(path string) {
 	w.mu.Lock()
@@ -203,6 +214,14 @@ func (w *watcher) run() {
 		w.mu.Unlock()
 		for name := range fire {
 			w.reg.FireFrom("", name)
+		}
+		for name := range arm {
+			if fire[name] && s.reserved(name) {
+				// The call asks for the reservation's turn: its Acquire
+				// sets the watch again if the turn is not taken (rearm),
+				// so that no read competes with the turn's.
+				delete(arm, name)
+			}
 		}
 		for name := range arm {
 			w.mu.Lock()

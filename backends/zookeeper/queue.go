@@ -54,6 +54,7 @@ type reservation struct {
 	token   backends.Token // base + its czxid
 	ready   chan struct{}  // closed once the creation is over, made or not
 	dropped bool           // nobody here waits for it any more: delete it (guarded by s.mu)
+	noLease bool           // a read after its creation found no lease node (guarded by s.mu)
 }
 
 // reservable reports whether name may be reserved: not a partition.
@@ -114,6 +115,14 @@ func (s *session) unreserve(name string) {
 	if path != "" {
 		s.watches.toRemove(path)
 	}
+}
+
+// reserved reports whether the session has a reservation of name.
+func (s *session) reserved(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.resv[name]
+	return r != nil && r.path != "" && !r.dropped
 }
 
 // reservationOf returns the session's reservation of name, once its
@@ -297,6 +306,17 @@ func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lea
 // is gone: the caller acquires as if it had none.
 func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g backends.Grant, done bool, err error) {
 	const op = "acquire"
+	granted := false
+	defer func() {
+		if !granted {
+			s.watches.rearm(name) // the watch that called for this turn is used up
+		}
+	}()
+	// No lease node can be created while r exists: once a read after its
+	// creation found none, there is none to read.
+	s.mu.Lock()
+	readLease := !r.noLease
+	s.mu.Unlock()
 	var (
 		children             []string
 		leaseData, value     []byte
@@ -318,6 +338,9 @@ func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g 
 		}
 		err := parallel(
 			func() error {
+				if !readLease {
+					return nil
+				}
 				leaseData, lease, leaseEr = c.Get(s.paths.lease(name))
 				if leaseEr != nil {
 					lease = nil // go-zookeeper returns an empty Stat with ErrNoNode
@@ -354,7 +377,11 @@ func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g 
 		s.mu.Unlock()
 		return backends.Grant{}, false, nil
 	}
-	if lease != nil {
+	if lease == nil {
+		s.mu.Lock()
+		r.noLease = true
+		s.mu.Unlock()
+	} else {
 		sid, identity := parseLeaseData(leaseData)
 		if sid == s.id {
 			return backends.Grant{}, false, nil // a lease node of its own: adopted by the multi's path
@@ -395,6 +422,7 @@ func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g 
 	s.qLeases++
 	s.qVersion++
 	s.mu.Unlock()
+	granted = true
 	switch {
 	case errors.Is(valueErr, zk.ErrNoNode):
 		value = nil

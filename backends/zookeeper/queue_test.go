@@ -34,7 +34,24 @@ func (e *queueEnv) open(identity string) backends.Session {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { s.Close(context.Background()) })
+	// Renew it, as the engine would (B2 closes a session not renewed).
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(500 * time.Millisecond):
+				s.KeepAlive(e.ctx)
+			}
+		}
+	}()
+	e.t.Cleanup(func() {
+		close(done)
+		<-stopped
+		s.Close(context.Background())
+	})
 	return s
 }
 
