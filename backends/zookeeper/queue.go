@@ -173,6 +173,7 @@ func (s *session) makeReservation(name string, r *reservation) {
 			failed, err = multiErr(res, err)
 			if err == nil {
 				path, czxid = res[0].String, res[1].Stat.Mzxid
+				s.digest(res[1].Stat, 0) // notes the session node's Stat (lastDigest)
 			}
 			return err
 		})
@@ -300,10 +301,12 @@ func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lea
 
 // takeTurn answers an Acquire of name by a session with the reservation r:
 // one round trip of reads — the queue's children, then, pipelined behind
-// them, the lease node, the value node and the session node (B6: the value
-// read sees what the previous holders stored). If r is first and no lease
-// node exists, the session holds name with r's token. done is false if r
-// is gone: the caller acquires as if it had none.
+// them, the value node and, until a read found none, the lease node (B6:
+// the value read sees what the previous holders stored). If r is first and
+// no lease node exists, the session holds name with r's token; the digest
+// is the session node's latest (lastDigest), which taking the lease did
+// not change. done is false if r is gone: the caller acquires as if it had
+// none.
 func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g backends.Grant, done bool, err error) {
 	const op = "acquire"
 	granted := false
@@ -320,7 +323,7 @@ func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g 
 	var (
 		children             []string
 		leaseData, value     []byte
-		lease, own           *zk.Stat
+		lease                *zk.Stat
 		valueErr             error
 		childrenErr, leaseEr error
 	)
@@ -347,12 +350,7 @@ func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g 
 				}
 				return nil
 			},
-			func() error { value, _, valueErr = c.Get(s.paths.value(name)); return nil },
-			func() error {
-				var err error
-				_, own, err = c.Exists(s.paths.session(s.id))
-				return err
-			})
+			func() error { value, _, valueErr = c.Get(s.paths.value(name)); return nil })
 		<-first
 		for _, e := range []error{childrenErr, absent(leaseEr), absent(valueErr)} {
 			if e != nil && !errors.Is(e, zk.ErrNoNode) {
@@ -363,9 +361,6 @@ func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g 
 	})
 	if err != nil {
 		return backends.Grant{}, true, s.fail(ctx, op, name, err)
-	}
-	if own == nil || own.Czxid == 0 {
-		return backends.Grant{}, true, s.lost(op, name)
 	}
 	mine := r.path[strings.LastIndexByte(r.path, '/')+1:]
 	if errors.Is(childrenErr, zk.ErrNoNode) || !slices.Contains(children, mine) {
@@ -429,7 +424,7 @@ func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g 
 	case value == nil:
 		value = []byte{}
 	}
-	return backends.Grant{Token: r.token, Value: value, Digest: s.digest(own, s.knownGroups(0))}, true, nil
+	return backends.Grant{Token: r.token, Value: value, Digest: s.lastDigest(s.knownGroups(0))}, true, nil
 }
 
 // heldBy is the refusal of name held by session sid.
@@ -532,33 +527,19 @@ func (s *session) forgetLocked(name string) {
 }
 
 // releaseQueued releases a lease held through the reservation h.queue: one
-// multi deletes it and writes the session node for the digest. The next
-// reservation, if any, holds the lease from then on.
+// delete, which does not change the session node, so the digest is its
+// latest Stat's (lastDigest). The next reservation, if any, holds the
+// lease from then on.
 func (s *session) releaseQueued(ctx context.Context, name string, h heldLease) (backends.Digest, error) {
 	const op = "release"
-	var (
-		st     *zk.Stat
-		failed int
-	)
-	err := s.do(ctx, op, name, func(c *zk.Conn) error {
-		res, err := c.Multi(
-			&zk.DeleteRequest{Path: h.queue, Version: -1},
-			&zk.SetDataRequest{Path: s.paths.session(s.id), Data: s.identity, Version: -1})
-		failed, err = multiErr(res, err)
-		if err == nil {
-			st = res[1].Stat
-		}
-		return err
-	})
+	err := s.do(ctx, op, name, func(c *zk.Conn) error { return c.Delete(h.queue, -1) })
 	switch {
 	case err == nil:
 		s.forget(name)
-		return s.digest(st, s.knownGroups(0)), nil
-	case errors.Is(err, zk.ErrNoNode) && failed == 0:
+		return s.lastDigest(s.knownGroups(0)), nil
+	case errors.Is(err, zk.ErrNoNode):
 		s.forget(name) // gone behind the session's back
 		return s.readDigest(ctx, op, name)
-	case errors.Is(err, zk.ErrNoNode):
-		return backends.Digest{}, s.lost(op, name)
 	}
 	return backends.Digest{}, s.fail(ctx, op, name, err)
 }

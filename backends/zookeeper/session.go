@@ -51,6 +51,7 @@ type session struct {
 	refusedAt map[string]time.Time    // names refused lately, for the Watch that follows
 	qLeases   int                     // leases held through a reservation: no child of the session node
 	qVersion  uint64                  // acquisitions and releases of those (the digest's share)
+	lastStat  zk.Stat                 // the session node's latest Stat a reply carried (lastDigest)
 
 	watches watcher
 }
@@ -381,9 +382,25 @@ var errB2 = fmt.Errorf("no keep-alive succeeded within the remaining time of the
 // and their acquisitions and releases, itself.
 func (s *session) digest(st *zk.Stat, groups int64) backends.Digest {
 	s.mu.Lock()
+	if st.Mzxid >= s.lastStat.Mzxid {
+		s.lastStat = *st
+	}
 	n, v := s.qLeases, s.qVersion
 	s.mu.Unlock()
 	return backends.Digest{Leases: int(st.NumChildren) - 1 + n, Version: uint64(st.Cversion) + v, Groups: uint64(groups)}
+}
+
+// lastDigest is the digest from the latest Stat of the session node a
+// reply carried: every change of the node by the session writes it, so
+// the one with the highest mzxid is the latest. A lease held through a
+// reservation is taken and released without changing the node, so this is
+// their digest right after the change — unless a call of the session that
+// changes the node is in flight, whose reply then carries the newer one.
+func (s *session) lastDigest(groups int64) backends.Digest {
+	s.mu.Lock()
+	st := s.lastStat
+	s.mu.Unlock()
+	return s.digest(&st, groups)
 }
 
 // KeepAlive renews the session: a write of the session node, which goes
