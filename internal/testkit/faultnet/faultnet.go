@@ -138,7 +138,7 @@ func (l *Link) DelayRequests(d time.Duration) {
 }
 
 func (l *Link) wrap(c net.Conn) net.Conn {
-	w := &conn{Conn: c, l: l}
+	w := &conn{Conn: c, l: l, closed: make(chan struct{})}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.state == cut {
@@ -177,6 +177,9 @@ func (l *Link) wait(done <-chan struct{}, deadline <-chan time.Time) error {
 type conn struct {
 	net.Conn
 	l *Link
+
+	closed    chan struct{} // closed by Close: a held read or write returns then, as on a socket
+	closeOnce sync.Once
 
 	readMu  sync.Mutex
 	pending []byte // data read from the server and held, not yet returned
@@ -228,7 +231,8 @@ func (c *conn) waitLink(read bool) error {
 	}
 }
 
-// hold waits for d, or until the deadline passes (false).
+// hold waits for d, or until the deadline passes or the connection is
+// closed (false).
 func (c *conn) hold(read bool, d time.Duration) bool {
 	end := time.NewTimer(d)
 	defer end.Stop()
@@ -239,6 +243,9 @@ func (c *conn) hold(read bool, d time.Duration) bool {
 			stop()
 			return true
 		case <-fire:
+			stop()
+			return false
+		case <-c.closed:
 			stop()
 			return false
 		case <-moved:
@@ -271,6 +278,9 @@ func (c *conn) Read(p []byte) (int, error) {
 	buf := make([]byte, max(len(p), 64<<10))
 	n, err := c.Conn.Read(buf)
 	if n > 0 && !c.hold(true, d) {
+		if c.isClosed() {
+			return 0, c.opError("read", net.ErrClosed)
+		}
 		// The data arrived, but after the deadline: the client sees a
 		// timeout, and the bytes are lost with the connection.
 		c.Conn.Close()
@@ -295,6 +305,9 @@ func (c *conn) Write(p []byte) (int, error) {
 	hold := c.l.hold
 	c.l.mu.Unlock()
 	if hold > 0 && !c.hold(false, hold) {
+		if c.isClosed() {
+			return 0, c.opError("write", net.ErrClosed)
+		}
 		return 0, c.opError("write", os.ErrDeadlineExceeded)
 	}
 	return c.Conn.Write(p)
@@ -333,7 +346,18 @@ func (c *conn) setDeadline(set func()) {
 	c.moved = make(chan struct{})
 }
 
+// isClosed reports whether Close was called.
+func (c *conn) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
 func (c *conn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
 	c.l.mu.Lock()
 	delete(c.l.conns, c)
 	c.l.mu.Unlock()

@@ -285,3 +285,26 @@ func TestDelayRepliesIsALatency(t *testing.T) {
 		t.Errorf("%d delayed replies read in %v; want less than %v: the delay is a latency, not one per read", replies, took, replies*d)
 	}
 }
+
+// A write held by DelayRequests returns as soon as the connection is
+// closed, with net.ErrClosed, as a blocked write on a socket does: a
+// client's goroutine blocked in it does not outlive the client's Close.
+func TestCloseEndsHeldWrite(t *testing.T) {
+	l, c, _ := dialEcho(t)
+	l.DelayRequests(time.Hour)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Write([]byte("ping\n"))
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // the write is held
+	c.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("held write after Close = %v; want net.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a held write still waits 5s after Close")
+	}
+}
