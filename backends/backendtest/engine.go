@@ -110,6 +110,24 @@ var engineCases = []struct {
 // config is the clients' configuration.
 func (h *EngineHarness) config() runtime.Config { return runtime.ConfigFor(h.Lease) }
 
+// leaderOnPath starts node "a" on a backend reached through a path the
+// scenario may break (h.NewPath, which it requires), and waits until a is
+// elected for "lease" with a live session, whose id it returns.
+func (h *EngineHarness) leaderOnPath(t *testing.T) (b backends.Backend, cfg runtime.Config, cl *enginetest.Cluster,
+	path Path, a *enginetest.Node, ta *enginetest.TermRecord, session backends.SessionID) {
+	if h.NewPath == nil {
+		lacking(t, "EngineHarness.NewPath is nil")
+	}
+	b = h.New(t)
+	cfg = h.config()
+	cl = enginetest.NewCluster(t, cfg)
+	onPath, path := h.NewPath(t, b)
+	a = cl.Start("a", onPath, "lease")
+	ta = a.WaitElected(2 * h.Lease)
+	session = a.WaitState(runtime.SessionLive, time.Second).Session
+	return b, cfg, cl, path, a, ta, session
+}
+
 // same returns another node's backend on b's namespace.
 func (h *EngineHarness) same(t *testing.T, b backends.Backend) backends.Backend {
 	if h.Same == nil {
@@ -288,16 +306,7 @@ func testHandOff(t *testing.T, h *EngineHarness) {
 // Healed, the old leader opens a new session, and wins again, with a greater
 // token, when the other node stops.
 func testCutOff(t *testing.T, h *EngineHarness) {
-	if h.NewPath == nil {
-		lacking(t, "EngineHarness.NewPath is nil")
-	}
-	b := h.New(t)
-	cfg := h.config()
-	cl := enginetest.NewCluster(t, cfg)
-	cutOff, path := h.NewPath(t, b)
-	a := cl.Start("a", cutOff, "lease")
-	ta := a.WaitElected(2 * h.Lease)
-	oldSession := a.WaitState(runtime.SessionLive, time.Second).Session
+	b, cfg, cl, path, a, ta, oldSession := h.leaderOnPath(t)
 	o := cl.Start("o", h.same(t, b), "lease")
 	o.NotElected(cfg.RenewInterval)
 
@@ -354,16 +363,7 @@ func testCutOff(t *testing.T, h *EngineHarness) {
 // (D4); the other node is elected only after it. Without the delay, the old
 // leader opens a new session.
 func testSlowPath(t *testing.T, h *EngineHarness) {
-	if h.NewPath == nil {
-		lacking(t, "EngineHarness.NewPath is nil")
-	}
-	b := h.New(t)
-	cfg := h.config()
-	cl := enginetest.NewCluster(t, cfg)
-	slow, path := h.NewPath(t, b)
-	a := cl.Start("a", slow, "lease")
-	ta := a.WaitElected(2 * h.Lease)
-	old := a.WaitState(runtime.SessionLive, time.Second).Session
+	b, cfg, cl, path, a, ta, old := h.leaderOnPath(t)
 	o := cl.Start("o", h.same(t, b), "lease")
 
 	localValidity := time.Duration(float64(cfg.LeaseDuration)*(1-cfg.Drift)) - cfg.Margin

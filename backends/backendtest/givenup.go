@@ -18,19 +18,11 @@ import (
 // as the term ends, so the first close gets through: the lease frees then,
 // and the next term (the other node's, or a's through its new session)
 // begins within the slack and a few round trips of the old term's end,
-// well before the store would have expired the session. (While every reply stays late, so does a new connection's
-// handshake on the stores that need one: no call gets through.)
+// well before the store would have expired the session. (While every reply
+// stays late, so does a new connection's handshake on the stores that need
+// one: no call gets through.)
 func testGivenUpFreed(t *testing.T, h *EngineHarness) {
-	if h.NewPath == nil {
-		lacking(t, "EngineHarness.NewPath is nil")
-	}
-	b := h.New(t)
-	cfg := h.config()
-	cl := enginetest.NewCluster(t, cfg)
-	slow, path := h.NewPath(t, b)
-	a := cl.Start("a", slow, "lease")
-	ta := a.WaitElected(2 * h.Lease)
-	a.WaitState(runtime.SessionLive, time.Second)
+	b, cfg, cl, path, a, ta, _ := h.leaderOnPath(t)
 	o := cl.Start("o", h.same(t, b), "lease")
 	o.NotElected(0)
 
