@@ -98,7 +98,7 @@ func (l *Link) call(ctx context.Context, do func(ctx context.Context) error) err
 // pass returns nil while the link is up and an error while it is cut, and
 // while it is blackholed waits until it heals or ctx ends.
 func (l *Link) pass(ctx context.Context) error {
-	if err := l.wait(ctx.Done(), nil); err != nil {
+	if err := l.wait(ctx.Done(), nil, nil); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("faultnet: %w: %w", backends.ErrUnavailable, ctx.Err())
 		}

@@ -57,7 +57,7 @@ var ErrCut = &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("conne
 // (it waits until the link heals or ctx ends). Its signature is go-redis's
 // and pgx's dialer.
 func (l *Link) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if err := l.wait(ctx.Done(), nil); err != nil {
+	if err := l.wait(ctx.Done(), nil, nil); err != nil {
 		if ctx.Err() != nil {
 			return nil, &net.OpError{Op: "dial", Net: network, Err: ctx.Err()}
 		}
@@ -150,9 +150,9 @@ func (l *Link) wrap(c net.Conn) net.Conn {
 }
 
 // wait returns nil while the link is up; an error at once while it is cut;
-// and while it is blackholed, waits until it heals (nil), or done or
+// and while it is blackholed, waits until it heals (nil), or done, closed or
 // deadline fires (an error).
-func (l *Link) wait(done <-chan struct{}, deadline <-chan time.Time) error {
+func (l *Link) wait(done, closed <-chan struct{}, deadline <-chan time.Time) error {
 	for {
 		l.mu.Lock()
 		st, heal := l.state, l.heal
@@ -167,6 +167,8 @@ func (l *Link) wait(done <-chan struct{}, deadline <-chan time.Time) error {
 		case <-heal:
 		case <-done:
 			return context.DeadlineExceeded
+		case <-closed:
+			return net.ErrClosed
 		case <-deadline:
 			return os.ErrDeadlineExceeded
 		}
@@ -213,12 +215,15 @@ func (c *conn) deadline(read bool) (fire <-chan time.Time, moved <-chan struct{}
 	return t.C, moved, func() { t.Stop() }
 }
 
-// waitLink waits while the link is blackholed, until it heals (nil) or the
-// deadline passes (an error); it fails at once while the link is cut.
+// waitLink waits while the link is blackholed, until it heals (nil), the
+// deadline passes or the connection is closed (an error); it fails at once
+// while the link is cut. Clients such as go-sql-driver end a call whose
+// context ended by closing its connection: as on a socket, the close ends
+// the wait.
 func (c *conn) waitLink(read bool) error {
 	for {
 		fire, moved, stop := c.deadline(read)
-		err := c.l.wait(moved, fire)
+		err := c.l.wait(moved, c.closed, fire)
 		stop()
 		select {
 		case <-moved:

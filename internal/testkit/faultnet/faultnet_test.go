@@ -308,3 +308,37 @@ func TestCloseEndsHeldWrite(t *testing.T) {
 		t.Fatal("a held write still waits 5s after Close")
 	}
 }
+
+// A read or write waiting in a blackhole returns as soon as its connection
+// is closed, with net.ErrClosed, as a blocked call on a socket does:
+// go-sql-driver ends a call whose context ended by closing its connection,
+// and a wait that ignored the close held the call until the link healed.
+func TestCloseEndsBlackholedCalls(t *testing.T) {
+	for _, op := range []string{"read", "write"} {
+		t.Run(op, func(t *testing.T) {
+			l, c, _ := dialEcho(t)
+			l.Blackhole()
+			defer l.Heal()
+			done := make(chan error, 1)
+			go func() {
+				var err error
+				if op == "read" {
+					_, err = c.Read(make([]byte, 16))
+				} else {
+					_, err = c.Write([]byte("ping\n"))
+				}
+				done <- err
+			}()
+			time.Sleep(20 * time.Millisecond) // the call waits in the blackhole
+			c.Close()
+			select {
+			case err := <-done:
+				if !errors.Is(err, net.ErrClosed) {
+					t.Errorf("blackholed %s after Close = %v; want net.ErrClosed", op, err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("a blackholed %s still waits 5s after Close", op)
+			}
+		})
+	}
+}
