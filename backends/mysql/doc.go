@@ -203,7 +203,7 @@
 // pair of BenchmarkAcquireRelease, not the 1.3 of the other stores; the
 // common grant's four statements (six before) cut the server's CPU per pair
 // by 8% and its time by 3%, within the noise of the machine. A keep-alive locks the session's row, renews it,
-// commits, and then reaps (below): its cost does not grow with the leases
+// commits, and then reaps (see Reaping below): its cost does not grow with the leases
 // held (S1; BenchmarkKeepAlive counts one command per renewal at 1, 100 and
 // 1,000 leases). Its reply carries the digest (lease count, a version one
 // higher per lease acquired or released, the groups' revision), the time to
@@ -212,6 +212,17 @@
 // read just after its commit, may include another call of the same session
 // that committed in between: the engine then reads Owned, as for any change
 // it did not make).
+//
+// Reaping: the calls that open and renew sessions end, after their own
+// commit, sessions that expired — the oldest first, at most 16 of them and
+// 1,000 of their leases and memberships per call, in a transaction of their
+// own that skips what another transaction holds (SKIP LOCKED): a session
+// another reaper is at, and the groups' revision counter, which ending a
+// session moves, while a leave, a join or another reaping holds it; the next
+// call reaps instead (TestReapSkipsBusyCounter; until routines revision 4 a
+// keep-alive's reply waited for the counter, up to the 1 s lock wait bound).
+// An acquire does not wait for reaping: it takes over a lease whose holder
+// expired itself (3. above).
 //
 // A session that expired is dead at once — every call checks its expiry,
 // and a lease or membership of a dead session counts as free — and is ended

@@ -32,7 +32,7 @@ const SchemaVersion = 1
 // bodies: the tables and the procedures' signatures are those of
 // SchemaVersion, so that code of every revision works with the procedures of
 // every other, and a migration replaces the procedures of an older revision.
-const routinesRevision = 3
+const routinesRevision = 4
 
 // schemaFileName is where a DBA finds the SQL, for error messages.
 const schemaFileName = "schema.sql of github.com/simba-go/simba/backends/mysql"

@@ -1,5 +1,5 @@
 -- The tables and procedures of Simba's MySQL/MariaDB backend (package
--- simbamysql), schema version 1, routines revision 3.
+-- simbamysql), schema version 1, routines revision 4.
 --
 -- The backend runs this file itself on first use (unless it was opened
 -- WithoutMigration). A user that may not create tables and routines can have
@@ -138,9 +138,13 @@ END//
 -- most 16 sessions and 1,000 of their leases and memberships per call, in a
 -- transaction of its own, so that no call blocks for long on other sessions'
 -- behalf. Rows locked by others are skipped (SKIP LOCKED): their owner, or
--- another reaper, is at them. It never fails its caller: a reaping that
--- fails (a lock wait timed out, a deadlock) is rolled back, and the next
--- call reaps.
+-- another reaper, is at them. The groups' revision counter, which ending a
+-- session moves, is locked first, and skipped too when another transaction
+-- holds it (another reaper, a leave, a join): one reaper at a time, and no
+-- keep-alive's reply waits behind another call's reaping — until revision 4
+-- it waited, up to the lock wait bound (1 s), for the counter. It never
+-- fails its caller: a reaping that fails (a lock wait timed out, a deadlock)
+-- is rolled back, and the next call reaps.
 DROP PROCEDURE IF EXISTS simba_reap//
 CREATE PROCEDURE simba_reap(IN p_now BIGINT)
 MODIFIES SQL DATA
@@ -149,11 +153,13 @@ BEGIN
     DECLARE v_budget INT DEFAULT 1000;
     DECLARE v_i INT DEFAULT 0;
     DECLARE v_done BOOLEAN;
+    DECLARE v_rev BIGINT;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION ROLLBACK;
     IF EXISTS (SELECT 1 FROM simba_sessions WHERE expires_us < p_now) THEN
         SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
-        reaping: WHILE v_i < 16 AND v_budget > 0 DO
+        SELECT v INTO v_rev FROM simba_seq WHERE id = 3 FOR UPDATE SKIP LOCKED;
+        reaping: WHILE v_rev IS NOT NULL AND v_i < 16 AND v_budget > 0 DO
             SET v_id = NULL, v_i = v_i + 1;
             SELECT id INTO v_id FROM simba_sessions WHERE expires_us < p_now
              ORDER BY expires_us LIMIT 1 FOR UPDATE SKIP LOCKED;
@@ -829,4 +835,4 @@ DELIMITER ;
 -- signatures are those of version 1 in every revision, so that code of one
 -- revision works with the routines of another: the backend runs this file
 -- again on first use when it finds an older revision.
-UPDATE simba_meta SET routines = 3 WHERE one = 1 AND routines < 3;
+UPDATE simba_meta SET routines = 4 WHERE one = 1 AND routines < 4;
