@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -36,7 +37,7 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 	now := "CAST(@@timestamp * 1000000 AS SIGNED)"
 	var err error
 	inv.Sessions, err = pages(ctx, b,
-		"SELECT id, identity, expires_us - "+now+", leases, "+now+" FROM "+p+"_sessions WHERE id > ? AND expires_us > "+now+" ORDER BY id LIMIT ?",
+		"SELECT id, identity, expires_us - "+now+", leases, "+now+" FROM "+p+"_sessions WHERE id > %s AND expires_us > "+now+" ORDER BY id LIMIT %d",
 		func(rows *sql.Rows) (backends.SessionInfo, string, error) {
 			var (
 				s             backends.SessionInfo
@@ -62,7 +63,7 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 	}
 	inv.Leases, err = pages(ctx, b,
 		"SELECT l.name, l.session_id, s.identity, l.token, l.value FROM "+p+"_leases l JOIN "+p+"_sessions s ON s.id = l.session_id "+
-			"WHERE l.name > ? AND s.expires_us > "+now+" ORDER BY l.name LIMIT ?",
+			"WHERE l.name > %s AND s.expires_us > "+now+" ORDER BY l.name LIMIT %d",
 		func(rows *sql.Rows) (backends.LeaseInfo, string, error) {
 			var (
 				l        backends.LeaseInfo
@@ -80,7 +81,7 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 	inv.Groups, err = pages(ctx, b,
 		"SELECT /*+ SET_VAR(group_concat_max_len = 4194304) */ g.name, g.partitions, GROUP_CONCAT(m.session_id ORDER BY m.session_id SEPARATOR ',') FROM "+p+"_groups g "+
 			"JOIN "+p+"_members m ON m.grp = g.name JOIN "+p+"_sessions s ON s.id = m.session_id "+
-			"WHERE g.name > ? AND s.expires_us > "+now+" GROUP BY g.name, g.partitions ORDER BY g.name LIMIT ?",
+			"WHERE g.name > %s AND s.expires_us > "+now+" GROUP BY g.name, g.partitions ORDER BY g.name LIMIT %d",
 		func(rows *sql.Rows) (backends.GroupInfo, string, error) {
 			var (
 				g       backends.GroupInfo
@@ -99,9 +100,11 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 	return inv, err
 }
 
-// pages reads every page of one of the listing SELECTs, which take the key
-// (id or name) to start after and a page size; scan reads one row and
-// returns its key.
+// pages reads every page of one of the listing SELECTs, formats with the
+// key (id or name) to start after, as a hexadecimal literal, and a page size;
+// scan reads one row and returns its key. The SELECTs are sent as text with
+// their arguments written in, as the backend's calls are (see callSQL): no
+// prepared statement to close on a silent link.
 func pages[T any](ctx context.Context, b *Backend, query string, scan func(*sql.Rows) (T, string, error)) ([]T, error) {
 	var all []T
 	for after := ""; ; {
@@ -111,7 +114,7 @@ func pages[T any](ctx context.Context, b *Backend, query string, scan func(*sql.
 		)
 		err := b.retry(ctx, "inspect", "", func() error {
 			page, last = page[:0], after
-			rows, err := b.db.QueryContext(ctx, query, after, inspectPage)
+			rows, err := b.db.QueryContext(ctx, fmt.Sprintf(query, appendHex(nil, []byte(after)), inspectPage))
 			if err != nil {
 				return err
 			}
