@@ -197,6 +197,7 @@ func testAmnesiaGuard(t *testing.T, h *Harness) {
 	var (
 		g       backends.Grant
 		granted time.Duration
+		refused bool
 	)
 	ok := e.eventually(maxLease+h.ExpiryGrace, func() bool {
 		var err error
@@ -207,6 +208,21 @@ func testAmnesiaGuard(t *testing.T, h *Harness) {
 		}
 		if !errors.Is(err, backends.ErrLeaseHeld) || !errors.Is(err, backends.ErrRecovering) {
 			t.Fatalf("Acquire during the amnesia guard = %v; want ErrLeaseHeld and ErrRecovering", err)
+		}
+		if !refused {
+			refused = true
+			checkRecovering(t, "Acquire's refusal", err, maxLease)
+			if in, ok := b.(backends.Inspector); ok {
+				inv, err := in.Inspect(e.ctx)
+				if err != nil {
+					t.Fatalf("Inspect during the amnesia guard: %v", err)
+				}
+				if inv.Recovering == nil {
+					t.Errorf("Inspect during the amnesia guard: Inventory.Recovering is nil; want the guard, so that a status tool says why grants wait")
+				} else {
+					checkRecovering(t, "Inspect's Inventory.Recovering", inv.Recovering, maxLease)
+				}
+			}
 		}
 		return false
 	}, c)
@@ -296,5 +312,23 @@ func testUnreachable(t *testing.T, h *Harness) {
 	}
 	if _, err := a.KeepAlive(e.ctx); err != nil && !errors.Is(err, backends.ErrSessionExpired) {
 		t.Errorf("KeepAlive after healing = %v; want success or ErrSessionExpired", err)
+	}
+}
+
+// checkRecovering checks that err, a refusal of the amnesia guard, says why
+// and for how long (a *backends.RecoveringError): a user whose store grants
+// nothing for a while learns why, until when and how to shorten the wait.
+func checkRecovering(t *testing.T, what string, err error, maxLease time.Duration) {
+	t.Helper()
+	var re *backends.RecoveringError
+	switch {
+	case !errors.As(err, &re):
+		t.Errorf("%s during the amnesia guard = %v; want a *backends.RecoveringError saying why and for how long", what, err)
+	case re.Why == "":
+		t.Errorf("%s during the amnesia guard: RecoveringError.Why is empty; want why the store waits", what)
+	case re.Remaining <= 0 || re.Remaining > maxLease+time.Second:
+		t.Errorf("%s during the amnesia guard: Remaining %v; want in (0, MaxLease %v]", what, re.Remaining, maxLease)
+	case re.MaxLease != maxLease:
+		t.Errorf("%s during the amnesia guard: MaxLease %v; want the store's %v", what, re.MaxLease, maxLease)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/internal/check"
+	"github.com/simba-go/simba/backends/internal/guardlog"
 	"github.com/simba-go/simba/backends/internal/watch"
 )
 
@@ -74,7 +75,7 @@ type Backend struct {
 	ready     atomic.Bool
 	migrating chan struct{}
 
-	guardLogged atomic.Int64 // Unix µs of the end of the last guard logged
+	guardLog guardlog.Log // the amnesia guard's warnings, one per guard
 }
 
 var (
@@ -302,14 +303,13 @@ func (b *Backend) unexpected(what, status string) error {
 	return fmt.Errorf("simbamysql: %s: unexpected status %q from the procedures of prefix %s", what, status, b.prefix)
 }
 
-// logGuard logs, once per guard period, that the amnesia guard refuses
-// grants.
-func (b *Backend) logGuard(wait time.Duration) {
-	end := time.Now().Add(wait).UnixMicro()
-	last := b.guardLogged.Load()
-	if end-last < int64(time.Second/time.Microsecond) || !b.guardLogged.CompareAndSwap(last, end) {
-		return
-	}
-	b.logger.Warn("simbamysql: the tables are new (they may replace ones that were lost); no lease is granted until every old holder's deadline has passed",
-		slog.String("prefix", b.prefix), slog.Duration("remaining", wait))
+// recovering is the amnesia guard's refusal of a grant, remaining before
+// it ends.
+func (b *Backend) recovering(remaining time.Duration) *backends.RecoveringError {
+	return &backends.RecoveringError{Remaining: max(0, remaining), MaxLease: b.maxLease, Why: fmt.Sprintf(whyRecovering, b.prefix)}
 }
+
+// whyRecovering is what the amnesia guard of a prefix's tables says it
+// guards against (see the package documentation); %s is the prefix.
+const whyRecovering = "the tables of prefix %s are new, or prefix_start_guard() was called, and they may replace ones " +
+	"that were lost (a data directory wiped, a new server, the tables dropped, an older copy restored)"

@@ -334,8 +334,9 @@
 // directory, a new server, the tables dropped by hand. A grant at once would
 // make two leaders. So the migration that creates the tables records their
 // creation, and no lease is granted until MaxLease after it (Acquire fails
-// with an error wrapping [backends.ErrRecovering] and
-// [backends.ErrLeaseHeld]): by then every old holder's local deadline has
+// with a *[backends.RecoveringError], matching [backends.ErrRecovering] and
+// [backends.ErrLeaseHeld], that says why and for how long; Inspect's
+// Inventory.Recovering, and so `simba status`, say it too): by then every old holder's local deadline has
 // passed, since no session was granted more (§15, Chubby's lock-delay).
 // Sessions open meanwhile. Tables that vanish under running sessions end
 // them — their calls fail with [backends.ErrSessionExpired] — and the next
@@ -367,8 +368,9 @@
 //
 // A session that expired, was closed or was lost (its tables gone): an
 // error wrapping [backends.ErrSessionExpired]. A lease held: a
-// *[backends.HeldError], wrapping [backends.ErrLeaseHeld]; the guard:
-// wrapping [backends.ErrRecovering] and [backends.ErrLeaseHeld]. Network
+// *[backends.HeldError], wrapping [backends.ErrLeaseHeld]; the guard: a
+// *[backends.RecoveringError], matching [backends.ErrRecovering] and
+// [backends.ErrLeaseHeld]. Network
 // errors, timeouts and errors from the server: wrapping both
 // [backends.ErrUnavailable] and the driver's error (a *mysql.MySQLError
 // carries the error number), and the context's error when it ended. Tables

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,6 +61,19 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 		if inv.StoreTime, err = b.StoreTime(ctx); err != nil {
 			return inv, err
 		}
+	}
+	// The amnesia guard: no lease is granted before guard_from + MaxLease,
+	// with this backend's MaxLease, on the database's clock.
+	var leftUS int64
+	if err := b.retry(ctx, "inspect", "", func() error {
+		return b.db.QueryRowContext(ctx, "SELECT guard_from_us + "+strconv.FormatInt(b.maxLease.Microseconds(), 10)+" - "+now+
+			" FROM "+p+"_meta WHERE one = 1").Scan(&leftUS)
+	}); err != nil {
+		return inv, err
+	}
+	if left := time.Duration(leftUS) * time.Microsecond; left > 0 {
+		inv.Recovering = b.recovering(left)
+		inv.Recovering.Until = inv.StoreTime.Add(left)
 	}
 	inv.Leases, err = pages(ctx, b,
 		"SELECT l.name, l.session_id, s.identity, l.token, l.value FROM "+p+"_leases l JOIN "+p+"_sessions s ON s.id = l.session_id "+

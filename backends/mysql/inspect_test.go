@@ -19,6 +19,11 @@ func TestInspectPages(t *testing.T) {
 	n := inspectPage + inspectPage/2
 	tokens := make(map[string]uint64, n)
 	for i := range n {
+		if i%100 == 0 { // the session lives MaxLease, 2 s, past its last renewal
+			if _, err := s.KeepAlive(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
 		name := fmt.Sprintf("page:%05d", i)
 		g, err := s.Acquire(ctx, name)
 		if err != nil {

@@ -3,6 +3,7 @@ package simbamysql
 import (
 	"context"
 	"database/sql"
+	"log/slog"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -51,10 +52,9 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 		}
 		return backends.Grant{}, s.b.errorf(what, name, "%w", &backends.HeldError{Name: name, Holder: h})
 	case "RECOVERING":
-		wait := time.Duration(left.Int64) * time.Microsecond
-		s.b.logGuard(wait)
-		return backends.Grant{}, s.b.errorf(what, name, "the tables of prefix %s are new, and may replace ones that were lost: %w, "+
-			"no grants for another %v: %w", s.b.prefix, backends.ErrRecovering, wait.Round(time.Millisecond), backends.ErrLeaseHeld)
+		e := s.b.recovering(time.Duration(left.Int64) * time.Microsecond)
+		s.b.guardLog.Refused(s.b.logger, "simbamysql", e, slog.String("prefix", s.b.prefix))
+		return backends.Grant{}, s.b.errorf(what, name, "%w", e)
 	case "EXPIRED":
 		return backends.Grant{}, s.expired(what, name)
 	}
