@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -91,14 +92,15 @@ type Cluster struct {
 	Opts    Options          // the options the cluster was started with
 	Backend backends.Backend // the store every node shares, opened from Opts.Backend
 
-	start     time.Time
-	closer    io.Closer
-	mu        sync.Mutex // serialises the timeline
-	nodes     sync.Mutex
-	clients   []*runtime.Client // node i+1 is clients[i]
-	gates     []*gate           // between node i and the store
-	announced sync.Map          // lease name → struct{}: whose terms the timeline shows
-	terms     sync.Map          // the terms whose election the timeline showed
+	start      time.Time
+	closer     io.Closer
+	mu         sync.Mutex // serialises the timeline
+	nodes      sync.Mutex
+	clients    []*runtime.Client // node i+1 is clients[i]
+	gates      []*gate           // between node i and the store
+	announced  sync.Map          // lease name → struct{}: whose terms the timeline shows
+	terms      sync.Map          // the terms whose election the timeline showed
+	recovering atomic.Bool       // the store's amnesia guard was shown
 }
 
 // Start opens the backend and starts a client per node, each with a
@@ -191,8 +193,18 @@ func (c *Cluster) Partitions(group string) [][]int {
 // node is elected, with which token, and when and why its term ends.
 func (c *Cluster) Announce(name string) { c.announced.Store(name, struct{}{}) }
 
-// announce prints node i's event e if it concerns an announced lease.
+// announce prints node i's event e if it concerns an announced lease, and
+// the first refusal of the store's amnesia guard, whatever its lease: a new
+// store (a database whose tables were just created, a Redis with no data)
+// grants nothing for up to its longest lease, and the timeline says why
+// rather than showing nodes that are silently never elected.
 func (c *Cluster) announce(i int, e runtime.Event) {
+	if e.Kind == runtime.EventStoreRecovering {
+		if c.recovering.CompareAndSwap(false, true) {
+			c.Printf("%s waits: %v", Node(i), e.Err)
+		}
+		return
+	}
 	if _, ok := c.announced.Load(e.Name); !ok {
 		return
 	}
