@@ -228,6 +228,7 @@ func (m *Machine) ownChange(s *session, d backends.Digest) {
 	switch {
 	case d.Version == s.digest.Version+1:
 		s.digest.Leases, s.digest.Version = d.Leases, d.Version
+		delete(s.early, d.Version) // told twice (an idempotent acquire's reply came first)
 		for len(s.early) > 0 {
 			n, ok := s.early[s.digest.Version+1]
 			if !ok {
@@ -244,9 +245,13 @@ func (m *Machine) ownChange(s *session, d backends.Digest) {
 	}
 }
 
-// maxEarly bounds the replies ownChange keeps ahead of the expected digest:
-// more than the lease calls a driver has in flight.
-const maxEarly = 4096
+// maxEarly bounds the replies ownChange keeps ahead of the expected digest
+// (a gap that never fills — a change someone else made — keeps them until
+// the next Owned read). A reply can be overtaken by many more than the calls
+// in flight: its goroutine may wait for the driver's lock while the others
+// go round many times (a million acquires on the memory store, 128 calls
+// in flight, saw one overtaken by more than 4,096).
+const maxEarly = 1 << 16
 
 // ownedDone compares the store's list with the terms held (T4): a term the
 // store no longer lists for this session was taken over; a lease the store
