@@ -73,6 +73,14 @@ type Backend struct {
 	listenerPID atomic.Uint32 // backend pid of the current LISTEN connection, for tests
 
 	guardLog guardlog.Log // the amnesia guard's warnings, one per guard
+
+	// The sweeps of closed sessions that held more than one close call
+	// releases, which go on after Close returned (see sweep); Close of the
+	// backend stops them and waits for them.
+	sweepMu   sync.Mutex
+	sweeps    sync.WaitGroup
+	sweepCtx  context.Context
+	sweepStop context.CancelFunc
 }
 
 var (
@@ -159,6 +167,7 @@ func build(pool *pgxpool.Pool, o options) (*Backend, error) {
 		logger:    o.logger,
 		migrating: make(chan struct{}, 1),
 	}
+	b.sweepCtx, b.sweepStop = context.WithCancel(context.Background())
 	if o.schema != nil {
 		b.schema = *o.schema
 	}
@@ -213,7 +222,11 @@ func validSchema(s string) error {
 // returns nil.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
+		b.sweepMu.Lock()
 		b.closed.Store(true)
+		b.sweepMu.Unlock()
+		b.sweepStop()
+		b.sweeps.Wait()
 		b.feed.Close()
 		b.follow.close()
 		if b.ownsPool {

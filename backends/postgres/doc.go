@@ -180,8 +180,8 @@
 // node's leases are released within a renewal period of any live node, and
 // no call holds locks for long on another's behalf; there is no cron. A join
 // ends the group's expired members first. Close ends its session in its
-// first call and releases up to 1,000 leases and memberships per call,
-// calling again until none is left.
+// first call and releases up to 1,000 leases and memberships per call; the
+// backend calls again, after Close returned, until none is left.
 //
 // Tokens come from one sequence per schema, started at the database's clock
 // in microseconds when the schema was created: they increase across names,
