@@ -46,7 +46,8 @@ var ErrNoSchema = errors.New("no such schema")
 
 // Backend is a Simba store in PostgreSQL: it implements [backends.Backend],
 // [backends.StoreClock] and [backends.Inspector], and the sessions it opens
-// implement [backends.Session] and [backends.Notifier]. It is safe for
+// implement [backends.Session], [backends.Notifier] and
+// [backends.BatchSession]. It is safe for
 // concurrent use. Create it with [New] or [Open]; end it with
 // [Backend.Close].
 type Backend struct {

@@ -183,6 +183,13 @@
 // first call and releases up to 1,000 leases and memberships per call; the
 // backend calls again, after Close returned, until none is left.
 //
+// Many acquires (releases) of one session go in one statement, which calls
+// the acquire (release) function once per lease in one transaction
+// ([backends.BatchSession], which the runtime uses when it has many to make
+// at once): one round trip and one commit per batch. A client took 100,000
+// leases in 5.5 s this way, where it took 45–51 s with a call each, and a
+// million in 68 s (it held 773,000 after ten minutes before).
+//
 // Tokens come from one sequence per schema, started at the database's clock
 // in microseconds when the schema was created: they increase across names,
 // terms and restarts, and exceed every token of a schema lost before (as

@@ -14,7 +14,7 @@ import (
 // call's. A pipeline of the single call's script, one EVALSHA per lease,
 // was slower: 200,000 leases held in 4.6, 5.3 and 8.5 s with it, in 3.7,
 // 4.3 and 4.6 s with the batch script, alternated, both with the runtime's
-// 4 batches in flight (BenchmarkHeldLeases).
+// 4 batches in flight then (BenchmarkHeldLeases).
 
 var _ backends.BatchSession = (*session)(nil)
 
