@@ -139,3 +139,51 @@ type GroupInfo struct {
 	Partitions int
 	Members    []SessionID // sorted
 }
+
+// BatchSession is implemented by sessions that can acquire, or release, many
+// leases in one call to the store (one Redis round trip, one PostgreSQL
+// statement), so that a client starting or stopping many elections at once
+// pays a round trip and a commit per batch rather than per lease. The
+// runtime groups the acquires and the releases it has to make at one time
+// for one session into batches when its session implements it, and feeds
+// each result back as the reply to its own call.
+//
+// Each name's result is what [Session.Acquire] or [Session.Release] would
+// have returned for it had the names been handled by so many calls one
+// after the other, in the order given, with nothing else between them
+// that the batch did not see: the same errors (a *[HeldError], a
+// *[RecoveringError], ErrSessionExpired), tokens strictly increasing per
+// name, the idempotent grant of a name the session already holds (a name
+// given twice is granted once, with one token), and the digest right after
+// that name's own change. A batch need not be atomic: another session's
+// call may come between two of its names.
+type BatchSession interface {
+	// AcquireBatch acquires each of names, in order, as [Session.Acquire]
+	// does. It returns one result per name, or an error if the call failed
+	// as a whole (the context ended, the store could not be reached, the
+	// session expired): then each name may or may not have been acquired,
+	// as after an Acquire that failed so, and the caller treats each as
+	// failed with that error. An empty names makes no call.
+	AcquireBatch(ctx context.Context, names []string) ([]AcquireResult, error)
+
+	// ReleaseBatch releases each lease of leases, in order, as
+	// [Session.Release] does: a lease this session does not hold with that
+	// token is left alone. It returns one result per lease, or an error if
+	// the call failed as a whole, as AcquireBatch does.
+	ReleaseBatch(ctx context.Context, leases []Held) ([]ReleaseResult, error)
+}
+
+// AcquireResult is one name's result of [BatchSession.AcquireBatch]: its
+// grant, or the error Acquire would have returned (Grant is then zero).
+type AcquireResult struct {
+	Grant Grant
+	Err   error
+}
+
+// ReleaseResult is one lease's result of [BatchSession.ReleaseBatch]: the
+// session's digest right after its release, or the error Release would have
+// returned.
+type ReleaseResult struct {
+	Digest Digest
+	Err    error
+}

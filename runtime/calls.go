@@ -69,7 +69,7 @@ func (d *driver) send(req engine.Request, s backends.Session) {
 // flight. The caller holds d.mu.
 func (d *driver) startCall(p pendingCall) {
 	if leaseCall(p.req.Kind) {
-		if d.leaseCalls >= maxLeaseCalls {
+		if d.leaseCalls >= leaseCallLimit(p) {
 			d.queued = append(d.queued, p)
 			return
 		}
@@ -85,6 +85,12 @@ func (d *driver) startCall(p pendingCall) {
 func (d *driver) call(p pendingCall) {
 	skip := false
 	for {
+		if !skip { // queued acquires or releases behind p go with it (batch.go)
+			var done bool
+			if p, skip, done = d.batches(p); done {
+				return
+			}
+		}
 		var res engine.Result
 		var opened backends.Session
 		if skip {

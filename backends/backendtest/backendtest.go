@@ -141,6 +141,8 @@ var cases = []struct {
 	{"AcquireHeld", testAcquireHeld},
 	{"ConcurrentAcquire", testConcurrentAcquire},
 	{"ReleaseNeedsHolderAndToken", testReleaseNeedsHolderAndToken},
+	{"Batch", testBatch},
+	{"BatchClosedSession", testBatchClosedSession},
 	{"Digest", testDigest},
 	{"DigestInReplies", testDigestInReplies},
 	{"Holder", testHolder},

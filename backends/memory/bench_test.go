@@ -60,3 +60,10 @@ func BenchmarkKeepAliveManySessions(b *testing.B) {
 		})
 	}
 }
+
+// One client holding many leases (SIMBA_BENCH_LEASES, default 10,000) with
+// the default timings: the time to hold them all, the renewals meanwhile,
+// and Close.
+//
+//	SIMBA_BENCH_LEASES=1000000 go test -run='^$' -bench=HeldLeases -benchtime=1x -timeout=30m ./backends/memory/
+func BenchmarkHeldLeases(b *testing.B) { backendtest.BenchmarkHeldLeases(b, benchHarness()) }

@@ -46,7 +46,8 @@ var ErrNoSchema = errors.New("no such schema")
 
 // Backend is a Simba store in PostgreSQL: it implements [backends.Backend],
 // [backends.StoreClock] and [backends.Inspector], and the sessions it opens
-// implement [backends.Session] and [backends.Notifier]. It is safe for
+// implement [backends.Session], [backends.Notifier] and
+// [backends.BatchSession]. It is safe for
 // concurrent use. Create it with [New] or [Open]; end it with
 // [Backend.Close].
 type Backend struct {
@@ -73,6 +74,14 @@ type Backend struct {
 	listenerPID atomic.Uint32 // backend pid of the current LISTEN connection, for tests
 
 	guardLog guardlog.Log // the amnesia guard's warnings, one per guard
+
+	// The sweeps of closed sessions that held more than one close call
+	// releases, which go on after Close returned (see sweep); Close of the
+	// backend stops them and waits for them.
+	sweepMu   sync.Mutex
+	sweeps    sync.WaitGroup
+	sweepCtx  context.Context
+	sweepStop context.CancelFunc
 }
 
 var (
@@ -159,6 +168,7 @@ func build(pool *pgxpool.Pool, o options) (*Backend, error) {
 		logger:    o.logger,
 		migrating: make(chan struct{}, 1),
 	}
+	b.sweepCtx, b.sweepStop = context.WithCancel(context.Background())
 	if o.schema != nil {
 		b.schema = *o.schema
 	}
@@ -213,7 +223,11 @@ func validSchema(s string) error {
 // returns nil.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
+		b.sweepMu.Lock()
 		b.closed.Store(true)
+		b.sweepMu.Unlock()
+		b.sweepStop()
+		b.sweeps.Wait()
 		b.feed.Close()
 		b.follow.close()
 		if b.ownsPool {
@@ -254,6 +268,7 @@ func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
 // schema.
 type statements struct {
 	open, keepAlive, owned, acquire, release, holder, putValue string
+	acquireBatch, releaseBatch                                 string // see batch.go
 	join, leave, members, close                                string
 	inspectSessions, inspectLeases, inspectGroups              string
 	version                                                    string
@@ -273,17 +288,21 @@ func newStatements(schema string) statements {
 		return q + ")"
 	}
 	return statements{
-		open:            call("open_session", 4),
-		keepAlive:       call("keep_alive", 2),
-		owned:           call("owned", 1),
-		acquire:         call("acquire", 6),
-		release:         call("release", 4),
-		holder:          call("holder", 2),
-		putValue:        call("put_value", 4),
-		join:            call("join_group", 4),
-		leave:           call("leave_group", 2),
-		members:         call("members_of", 2),
-		close:           call("close_session", 2),
+		open:      call("open_session", 4),
+		keepAlive: call("keep_alive", 2),
+		owned:     call("owned", 1),
+		acquire:   call("acquire", 6),
+		release:   call("release", 4),
+		holder:    call("holder", 2),
+		putValue:  call("put_value", 4),
+		join:      call("join_group", 4),
+		leave:     call("leave_group", 2),
+		members:   call("members_of", 2),
+		close:     call("close_session", 2),
+		acquireBatch: "SELECT a.* FROM unnest($2::text[], $3::text[], $4::integer[]) WITH ORDINALITY AS x(name, grp, part, i) " +
+			"CROSS JOIN LATERAL " + s + "acquire($1, x.name, x.grp, x.part, $5, $6) AS a ORDER BY x.i",
+		releaseBatch: "SELECT r.* FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS x(name, tok, i) " +
+			"CROSS JOIN LATERAL " + s + "release($1, x.name, x.tok, $4) AS r ORDER BY x.i",
 		inspectSessions: call("inspect_sessions", 2),
 		inspectLeases:   call("inspect_leases", 2),
 		inspectGroups:   call("inspect_groups", 2),

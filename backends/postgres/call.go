@@ -18,6 +18,7 @@ import (
 // querier is what an operation runs its statement on: the pool.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // SQLSTATE codes the backend tells apart.

@@ -180,8 +180,17 @@
 // node's leases are released within a renewal period of any live node, and
 // no call holds locks for long on another's behalf; there is no cron. A join
 // ends the group's expired members first. Close ends its session in its
-// first call and releases up to 1,000 leases and memberships per call,
-// calling again until none is left.
+// first call and releases up to 1,000 leases and memberships per call; the
+// backend calls again, after Close returned, until none is left.
+//
+// Many acquires (releases) of one session go in one statement, which calls
+// the acquire (release) function once per lease in one transaction
+// ([backends.BatchSession], which the runtime uses when it has many to make
+// at once): one round trip and one commit per batch. A client took 100,000
+// leases in 5.5 s this way, where it took 45–51 s with a call each, and a
+// million in 52–63 s (it held 773,000 after ten minutes before). Each lease
+// still costs a call of the function, in the one PostgreSQL process that
+// holds the session's row: that is now most of the time.
 //
 // Tokens come from one sequence per schema, started at the database's clock
 // in microseconds when the schema was created: they increase across names,

@@ -18,20 +18,34 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 	if g, i, ok := backends.SplitPartition(name); ok {
 		group, part = g, int32(i)
 	}
-	var (
-		status            string
-		tok, v, remaining *int64
-		n                 *int32
-		value             []byte
-		holder, identity  *string
-	)
+	var r acquireRow
 	err := s.b.call(ctx, what, name, func(q querier) error {
-		return q.QueryRow(ctx, s.b.sql.acquire, s.id, name, group, part, s.b.maxLease, s.b.notify).
-			Scan(&status, &tok, &value, &n, &v, &holder, &identity, &remaining)
+		return q.QueryRow(ctx, s.b.sql.acquire, s.id, name, group, part, s.b.maxLease, s.b.notify).Scan(r.dest()...)
 	})
 	if err != nil {
 		return backends.Grant{}, err
 	}
+	return s.granted(name, &r)
+}
+
+// acquireRow is the reply of the acquire function.
+type acquireRow struct {
+	status            string
+	tok, v, remaining *int64
+	n                 *int32
+	value             []byte
+	holder, identity  *string
+}
+
+// dest returns the row's fields in the order of the function's columns.
+func (r *acquireRow) dest() []any {
+	return []any{&r.status, &r.tok, &r.value, &r.n, &r.v, &r.holder, &r.identity, &r.remaining}
+}
+
+// granted decodes the acquire function's reply r for name.
+func (s *session) granted(name string, r *acquireRow) (backends.Grant, error) {
+	const what = "acquire"
+	status, tok, v, remaining, n, value, holder, identity := r.status, r.tok, r.v, r.remaining, r.n, r.value, r.holder, r.identity
 	switch status {
 	case "OK":
 		if tok == nil || *tok <= 0 {
@@ -69,17 +83,27 @@ func (s *session) Release(ctx context.Context, name string, token backends.Token
 	if err := args.Name(what, name); err != nil {
 		return backends.Digest{}, err
 	}
-	var (
-		status string
-		n      *int32
-		v      *int64
-	)
+	var r releaseRow
 	err := s.b.call(ctx, what, name, func(q querier) error {
-		return q.QueryRow(ctx, s.b.sql.release, s.id, name, int64(token), s.b.notify).Scan(&status, &n, &v)
+		return q.QueryRow(ctx, s.b.sql.release, s.id, name, int64(token), s.b.notify).Scan(&r.status, &r.n, &r.v)
 	})
 	if err != nil {
 		return backends.Digest{}, err
 	}
+	return s.released(name, &r)
+}
+
+// releaseRow is the reply of the release function.
+type releaseRow struct {
+	status string
+	n      *int32
+	v      *int64
+}
+
+// released decodes the release function's reply r for name.
+func (s *session) released(name string, r *releaseRow) (backends.Digest, error) {
+	const what = "release"
+	status, n, v := r.status, r.n, r.v
 	switch status {
 	case "OK":
 		return backends.Digest{Leases: int(*n), Version: uint64(*v)}, nil

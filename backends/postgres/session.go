@@ -3,6 +3,7 @@ package simbapg
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -143,28 +144,60 @@ func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 // Close ends the session in its first call: from then on, what it holds is
 // free to others. Each call releases up to 1,000 leases and memberships,
 // waking their watchers, so that none holds locks for long; a session that
-// holds more takes more calls, until it is gone or ctx ends — then Close
-// returns nil, since the session has ended, and the reaping of other
-// sessions' calls (or an acquire of one of its leases) finishes the job.
+// holds more is swept by the backend after Close returned, a call at a time
+// (see Backend.sweep), so that a client closing a million leases does not
+// wait for a thousand calls (the Redis backend does the same).
 func (s *session) Close(ctx context.Context) error {
 	const what = "close"
-	for ended := false; ; ended = true {
-		var status string
-		err := s.b.call(ctx, what, "", func(q querier) error {
-			return q.QueryRow(ctx, s.b.sql.close, s.id, s.b.notify).Scan(&status)
-		})
-		if err != nil {
-			if ended && ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		switch status {
-		case "OK":
-			return nil
-		case "MORE":
-			continue
-		}
-		return s.b.unexpected(what, status)
+	var status string
+	err := s.b.call(ctx, what, "", func(q querier) error {
+		return q.QueryRow(ctx, s.b.sql.close, s.id, s.b.notify).Scan(&status)
+	})
+	if err != nil {
+		return err
 	}
+	switch status {
+	case "OK":
+		return nil
+	case "MORE":
+		s.b.sweep(s.id)
+		return nil
+	}
+	return s.b.unexpected(what, status)
+}
+
+// sweepCallTimeout bounds each call of a sweep.
+const sweepCallTimeout = 5 * time.Second
+
+// sweep goes on releasing what the closed session id still has on record,
+// 1,000 leases and memberships per call, on a goroutine of the backend's,
+// until none is left, a call fails (the reaping of other sessions' calls,
+// or an acquire of one of its leases, then finishes the job), or the
+// backend is closed.
+func (b *Backend) sweep(id string) {
+	b.sweepMu.Lock()
+	defer b.sweepMu.Unlock()
+	if b.closed.Load() {
+		return
+	}
+	b.sweeps.Add(1)
+	go func() {
+		defer b.sweeps.Done()
+		for b.sweepCtx.Err() == nil {
+			ctx, cancel := context.WithTimeout(b.sweepCtx, sweepCallTimeout)
+			var status string
+			err := b.call(ctx, "close", "", func(q querier) error {
+				return q.QueryRow(ctx, b.sql.close, id, b.notify).Scan(&status)
+			})
+			cancel()
+			if err != nil {
+				b.logger.Debug("simbapg: sweeping a closed session stopped; other sessions' calls reap the rest",
+					slog.String("schema", b.schema), slog.Any("err", err))
+				return
+			}
+			if status != "MORE" {
+				return
+			}
+		}
+	}()
 }

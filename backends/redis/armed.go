@@ -58,7 +58,7 @@ type armed struct {
 }
 
 // armedScripts are the scripts with an armed variant.
-var armedScripts = []*script{scriptOpen, scriptKeepAlive, scriptOwned, scriptAcquire}
+var armedScripts = []*script{scriptOpen, scriptKeepAlive, scriptOwned, scriptAcquire, scriptAcquireBatch}
 
 // errNoArm reports a server or client that cannot be armed.
 var errNoArm = errors.New("cannot arm")

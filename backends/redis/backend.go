@@ -43,7 +43,8 @@ var ErrLayout = errors.New("incompatible key layout")
 
 // Backend is a Simba store in Redis: it implements [backends.Backend] and
 // [backends.StoreClock], and the sessions it opens implement
-// [backends.Session] and [backends.Notifier]. It is safe for concurrent use.
+// [backends.Session], [backends.Notifier] and [backends.BatchSession]. It is
+// safe for concurrent use.
 // Create it with [New] or [Open]; end it with [Backend.Close].
 type Backend struct {
 	client     redis.UniversalClient

@@ -12,16 +12,24 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 	if err := args.Name("acquire", name); err != nil {
 		return backends.Grant{}, err
 	}
-	var r reply
-	var err error
-	if g, i, ok := backends.SplitPartition(name); ok {
-		r, err = s.b.run(ctx, scriptAcquire, "acquire", s.idArg, name, s.b.node, g, i)
-	} else {
-		r, err = s.b.run(ctx, scriptAcquire, "acquire", s.idArg, name, s.b.node)
-	}
+	r, err := s.b.run(ctx, scriptAcquire, "acquire", s.idArg, s.acquireArgs(name)...)
 	if err != nil {
 		return backends.Grant{}, err
 	}
+	return s.granted(name, r)
+}
+
+// acquireArgs returns the arguments of the acquire script for name, after
+// the session's.
+func (s *session) acquireArgs(name string) []any {
+	if g, i, ok := backends.SplitPartition(name); ok {
+		return []any{name, s.b.node, g, i}
+	}
+	return []any{name, s.b.node}
+}
+
+// granted decodes the acquire script's reply r for name.
+func (s *session) granted(name string, r reply) (backends.Grant, error) {
 	switch r.status() {
 	case "OK":
 		tok := r.int(1)
@@ -52,16 +60,24 @@ func (s *session) Release(ctx context.Context, name string, token backends.Token
 	if err := args.Name("release", name); err != nil {
 		return backends.Digest{}, err
 	}
-	var r reply
-	var err error
-	if g, i, ok := backends.SplitPartition(name); ok {
-		r, err = s.b.run(ctx, scriptRelease, "release", s.idArg, name, int64(token), g, i)
-	} else {
-		r, err = s.b.run(ctx, scriptRelease, "release", s.idArg, name, int64(token))
-	}
+	r, err := s.b.run(ctx, scriptRelease, "release", s.idArg, releaseArgs(name, token)...)
 	if err != nil {
 		return backends.Digest{}, err
 	}
+	return s.released(r)
+}
+
+// releaseArgs returns the arguments of the release script for name and
+// token, after the session's.
+func releaseArgs(name string, token backends.Token) []any {
+	if g, i, ok := backends.SplitPartition(name); ok {
+		return []any{name, int64(token), g, i}
+	}
+	return []any{name, int64(token)}
+}
+
+// released decodes the release script's reply r.
+func (s *session) released(r reply) (backends.Digest, error) {
 	if r.status() != "OK" {
 		return backends.Digest{}, s.b.unexpected("release", r)
 	}

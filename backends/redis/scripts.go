@@ -220,6 +220,9 @@ var (
 	scriptOwned     = newScript("owned", luaSource("owned.lua"), luaCheckMeta, luaReap, luaRenewal)
 	scriptAcquire   = newScript("acquire", luaSource("acquire.lua"), luaInfoNow, luaCheckMeta, luaHolder, luaWait, luaTouchPart, luaTell)
 	scriptCheck     = newScript("check", luaSource("check.lua"), luaCheckMeta, luaReap)
+
+	scriptAcquireBatch = newScript("acquire batch", batchOf("acquire", "acquire.lua", "acquire_batch.lua"),
+		luaInfoNow, luaCheckMeta, luaHolder, luaWait, luaTouchPart, luaTell)
 )
 
 var (
@@ -231,7 +234,19 @@ var (
 	scriptMembers  = newScript("members", luaSource("members.lua"), luaReap, luaAlive, luaPrune)
 	scriptFollow   = newScript("follow", luaSource("follow.lua"), luaClock, luaLayout, luaHolder)
 	scriptClose    = newScript("close", luaSource("close.lua"), luaSessions, luaSetExpiry, luaReapLimits, luaEndSession)
+
+	scriptReleaseBatch = newScript("release batch", batchOf("release", "release.lua", "release_batch.lua"),
+		luaClock, luaTouchPart, luaWake, luaWakeMembers, luaTell)
 )
+
+// batchOf returns the body of a batch script (backends.BatchSession): the
+// operation's script, file, as the function <op>_one of its arguments — a
+// parameter named ARGV stands for the script's own, so that its code is the
+// same, byte for byte, as the single call's — then the batch's loop, batch,
+// which calls it once per lease.
+func batchOf(op, file, batch string) string {
+	return "local function " + op + "_one(ARGV)\n" + luaSource(file) + "end\n" + luaSource(batch)
+}
 
 // script is one operation's Lua source, helpers included, and its SHA1.
 type script struct {
@@ -350,12 +365,7 @@ func (b *Backend) run(ctx context.Context, sc *script, what string, sid any, arg
 	if b.closed.Load() {
 		return nil, fmt.Errorf("simbaredis: %s: %w", what, backends.ErrClosed)
 	}
-	argv := make([]any, 0, 3+len(args))
-	argv = append(argv, b.baseArg, sid)
-	if sc.guarded {
-		argv = append(argv, b.maxLeaseArg)
-	}
-	argv = append(argv, args...)
+	argv := b.argv(sc, sid, args)
 	var (
 		res   any
 		err   error
@@ -370,6 +380,22 @@ func (b *Backend) run(ctx context.Context, sc *script, what string, sid any, arg
 			res, err = b.client.Eval(ctx, sc.src, b.metaKeys, argv...).Result()
 		}
 	}
+	return b.decode(ctx, sc, what, sid, res, err)
+}
+
+// argv returns the arguments of a call of sc by session sid (see above).
+func (b *Backend) argv(sc *script, sid any, args []any) []any {
+	argv := make([]any, 0, 3+len(args))
+	argv = append(argv, b.baseArg, sid)
+	if sc.guarded {
+		argv = append(argv, b.maxLeaseArg)
+	}
+	return append(argv, args...)
+}
+
+// decode turns the outcome of a call of sc into its reply, or the error its
+// status stands for.
+func (b *Backend) decode(ctx context.Context, sc *script, what string, sid, res any, err error) (reply, error) {
 	if err != nil {
 		return nil, b.unavailable(ctx, what, err)
 	}

@@ -15,7 +15,7 @@ var placeholder = regexp.MustCompile(`\$[A-Z]+`)
 // amnesia guard.
 func TestScriptHelpers(t *testing.T) {
 	for _, sc := range []*script{scriptOpen, scriptKeepAlive, scriptOwned, scriptAcquire, scriptCheck, scriptRelease,
-		scriptHolder, scriptPutValue, scriptJoin, scriptLeave, scriptMembers, scriptClose} {
+		scriptHolder, scriptPutValue, scriptJoin, scriptLeave, scriptMembers, scriptClose, scriptAcquireBatch, scriptReleaseBatch} {
 		if p := placeholder.FindString(sc.src + sc.armed); p != "" {
 			t.Errorf("%s: placeholder %s is left in its source (see luaTags)", sc.name, p)
 		}

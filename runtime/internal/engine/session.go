@@ -27,6 +27,7 @@ type session struct {
 	changing int             // acquisitions and releases in flight
 	deferred bool            // a renewal's digest, seen, awaits their replies
 	seen     backends.Digest
+	early    map[uint64]int   // own changes answered ahead of the one expected: version → leases (ownChange)
 	released map[string]Token // highest token released per name (A3)
 
 	storeTime   time.Time // store clock at the last renewal or store-time read, if any
@@ -213,14 +214,44 @@ func (m *Machine) changeDone(gen uint64) {
 // ownChange follows a change this session made, from the digest its reply
 // carried (an acquire's or a release's): if the store's version is one above
 // the one expected, the change was this call's alone, and the expected digest
-// moves with it, so the next keep-alive needs no Owned read. Anything else —
-// replies overtaking each other, a change someone else made, a lost reply —
-// leaves the expectation, and the next keep-alive's digest tells (S1, T4).
+// moves with it, so the next keep-alive needs no Owned read. A reply that
+// overtook others (its version further above) is kept, up to maxEarly of
+// them, until the replies before it fill the gap: then the expectation moves
+// past it too — a client with many calls in flight (a storm of acquires, in
+// batches) sees its replies out of order all the time, and read every lease
+// again at the storm's end. Anything else — a change someone else made, a
+// lost reply — leaves a gap, and the next keep-alive's digest tells (S1, T4).
 func (m *Machine) ownChange(s *session, d backends.Digest) {
-	if s.ownedReq == 0 && d.Version == s.digest.Version+1 {
+	if s.ownedReq != 0 {
+		return
+	}
+	switch {
+	case d.Version == s.digest.Version+1:
 		s.digest.Leases, s.digest.Version = d.Leases, d.Version
+		delete(s.early, d.Version) // told twice (an idempotent acquire's reply came first)
+		for len(s.early) > 0 {
+			n, ok := s.early[s.digest.Version+1]
+			if !ok {
+				break
+			}
+			delete(s.early, s.digest.Version+1)
+			s.digest.Leases, s.digest.Version = n, s.digest.Version+1
+		}
+	case d.Version > s.digest.Version+1 && len(s.early) < maxEarly:
+		if s.early == nil {
+			s.early = make(map[uint64]int)
+		}
+		s.early[d.Version] = d.Leases
 	}
 }
+
+// maxEarly bounds the replies ownChange keeps ahead of the expected digest
+// (a gap that never fills — a change someone else made — keeps them until
+// the next Owned read). A reply can be overtaken by many more than the calls
+// in flight: its goroutine may wait for the driver's lock while the others
+// go round many times (a million acquires on the memory store, 128 calls
+// in flight, saw one overtaken by more than 4,096).
+const maxEarly = 1 << 16
 
 // ownedDone compares the store's list with the terms held (T4): a term the
 // store no longer lists for this session was taken over; a lease the store
@@ -239,7 +270,7 @@ func (m *Machine) ownedDone(p *pendingReq, res Result) {
 		s.recheck = true // the next keep-alive asks again, whatever its digest
 		return
 	}
-	s.digest = res.Digest
+	s.digest, s.early = res.Digest, nil
 	held := make(map[string]Token, len(res.Held))
 	for _, h := range res.Held {
 		held[h.Name] = h.Token
