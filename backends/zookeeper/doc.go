@@ -97,6 +97,35 @@
 // children, pipelined. Owned lists the session node's children with the
 // digest of the same instant.
 //
+// # Reservations
+//
+// A candidate refused a lease that goes on waiting for it — the engine
+// watches the name right after the refusal — queues a reservation: the
+// session's watch goroutine creates an ephemeral sequential node under
+// r/q/<name> (one write, while it waits) and watches its predecessor, or
+// the lease node if it is first. The holder of a name is its lease node
+// while that exists, else the first reservation: a release hands the lease
+// over with no write by the next holder, whose Acquire is one round trip of
+// reads (the queue, then, pipelined behind it, the lease node, the value
+// node and the session node) and whose token is the reservation's czxid. A
+// lease node is created only in a multi that also creates and deletes the
+// queue node, so only while no queue exists: every reservation was created
+// after the lease node of its time, reservations are granted in the order
+// of their sequence numbers, which is their czxids' order, and tokens rise
+// in grant order. A first reservation stays the holder until it is
+// deleted, so a stale read cannot make a second holder. Holder and Inspect
+// read the first reservation where no lease node exists, and never list a
+// reservation that waits. Stopping the watch (an election stopped, a Lock
+// whose context ended; any watch of the name) deletes the session's
+// reservation at once, unless it became the lease; a refusal that no watch
+// follows (a TryLock) reserves nothing; partitions (names ending in ".<i>")
+// never reserve, since group members watch partitions they may not want. A
+// lease held through a reservation has no child under the session node:
+// the session adds those leases, their acquisitions and releases to the
+// digest itself, and checks them in Owned with a read each. A root of an
+// earlier layout (simbazk 1, without queues) is refused with [ErrLayout]:
+// its clients would not see the queue.
+//
 // Digest.Groups is the largest of the joined groups' pzxids (the zxid of
 // their last child change: a member joining, leaving or ending, a partition
 // changing holder) and of the zxid of the session's last leave: it changes
@@ -237,10 +266,12 @@
 // go-zookeeper's event callback, which must not block, only records events.
 // A deletion of the lease node — a release, or the end of its holder's
 // session — calls the watch functions, except for the session's own
-// releases. After a reconnection go-zookeeper sets the watches again with
+// releases; a session with a reservation watches its predecessor instead,
+// once it has one (see "Reservations"). After a reconnection go-zookeeper sets the watches again with
 // the last zxid seen, and ZooKeeper then delivers what happened meanwhile. A
 // graceful hand-off thus takes the release, the event and the next holder's
-// acquisition: a few milliseconds.
+// acquisition, which is a read for a candidate that had queued: a few
+// milliseconds.
 //
 // # ACLs
 //

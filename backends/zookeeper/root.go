@@ -13,7 +13,7 @@ import (
 
 // layoutVersion is written in the root node; a root written by another
 // version is refused with ErrLayout.
-const layoutVersion = "simbazk 1"
+const layoutVersion = "simbazk 2"
 
 // generation is what a session needs from the root node: the root's
 // creation zxid (which identifies it: a root deleted and created again is
@@ -80,6 +80,7 @@ func (b *Backend) ensureLayout(conn *zk.Conn) error {
 		&zk.CreateRequest{Path: b.root, Data: rootData(b.maxLease, b.highest.Load()+1), Acl: b.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: p.sessions(), Acl: b.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: p.leases(), Acl: b.acl, Flags: zk.FlagPersistent},
+		&zk.CreateRequest{Path: p.queues(), Acl: b.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: p.values(), Acl: b.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: p.groups(), Acl: b.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: p.clock(), Acl: b.acl, Flags: zk.FlagPersistent},
@@ -93,7 +94,7 @@ func (b *Backend) ensureLayout(conn *zk.Conn) error {
 		return err
 	}
 	// The root exists: create any child someone deleted.
-	for _, path := range []string{p.sessions(), p.leases(), p.values(), p.groups(), p.clock()} {
+	for _, path := range []string{p.sessions(), p.leases(), p.queues(), p.values(), p.groups(), p.clock()} {
 		if _, err := conn.Create(path, nil, zk.FlagPersistent, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return err
 		}

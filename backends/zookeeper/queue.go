@@ -1,0 +1,561 @@
+package simbazk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// Reservations: a session refused a lease that it goes on waiting for (the
+// engine watches the name right after the refusal) queues a sequential
+// ephemeral node, its reservation, under the name's queue node r/q/<name>,
+// and watches its predecessor. The holder of a name is its lease node
+// while that exists, else the lowest reservation: a release then hands the
+// lease over without a write, and the next holder's Acquire is one round
+// trip of reads. Three rules keep one holder at a time and tokens in grant
+// order:
+//
+//   - a lease node is created only in a multi that also creates and
+//     deletes the queue node, so only while no queue exists (ZooKeeper
+//     refuses to delete a queue node with children, and a reservation is
+//     created only under an existing queue node);
+//   - so every reservation was created after the lease node of its time,
+//     and reservations are granted in the order of their sequence numbers,
+//     which is the order of their czxids: the token of a lease held
+//     through a reservation, the root's base plus its czxid, is above
+//     every earlier holder's;
+//   - a reservation at the front stays the holder until it is deleted: a
+//     read that finds it there may be stale, but never wrong.
+//
+// The engine's Watch that follows a refusal creates the reservation (the
+// watch goroutine does, so Watch does not wait); its stop deletes it at
+// once unless it became the lease, so a session that stops contending — an
+// election stopped, a Lock whose context ended, a TryLock's refusal — keeps
+// no one waiting. Partitions (names with a ".<i>" suffix) never reserve:
+// group members watch partitions they may not want.
+
+// reserveWindow is how long after a refusal a Watch of the name takes it
+// as the refused candidate's, and reserves.
+const reserveWindow = 2 * time.Second
+
+// reserveBound bounds each call the watch goroutine makes for reservations.
+const reserveBound = 10 * time.Second
+
+// reservation is one of this session's reservations.
+type reservation struct {
+	path    string         // the node, once created; "" before, or if it failed
+	token   backends.Token // base + its czxid
+	ready   chan struct{}  // closed once the creation is over, made or not
+	dropped bool           // nobody here waits for it any more: delete it (guarded by s.mu)
+	noLease bool           // a read after its creation found no lease node (guarded by s.mu)
+}
+
+// reservable reports whether name may be reserved: not a partition.
+func reservable(name string) bool {
+	_, _, ok := backends.SplitPartition(name)
+	return !ok
+}
+
+// refused notes that the store refused the session name: a Watch of it that
+// follows reserves it. A watch that runs already does not: it may be a
+// holder's follower's (runtime's WatchHolder), or a candidate's that has
+// been refused before, whose reservation went.
+func (s *session) refused(name string) {
+	if !reservable(name) {
+		return
+	}
+	s.mu.Lock()
+	if s.resv[name] == nil {
+		s.refusedAt[name] = time.Now()
+	}
+	s.mu.Unlock()
+}
+
+// reserve asks the watch goroutine to create a reservation of name, if
+// name was refused lately and the session has none.
+func (s *session) reserve(name string) {
+	s.mu.Lock()
+	at, ok := s.refusedAt[name]
+	delete(s.refusedAt, name)
+	if !ok || time.Since(at) > reserveWindow || s.resv[name] != nil {
+		s.mu.Unlock()
+		return
+	}
+	if _, held := s.held[name]; held {
+		s.mu.Unlock()
+		return
+	}
+	r := &reservation{ready: make(chan struct{})}
+	s.resv[name] = r
+	s.mu.Unlock()
+	s.watches.toReserve(name, r)
+}
+
+// unreserve deletes the session's reservation of name, unless it became
+// the lease: nobody here waits for it any more.
+func (s *session) unreserve(name string) {
+	s.mu.Lock()
+	delete(s.refusedAt, name)
+	r := s.resv[name]
+	if r == nil {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.resv, name)
+	r.dropped = true
+	path := r.path
+	s.mu.Unlock()
+	if path != "" {
+		s.watches.toRemove(path)
+	}
+}
+
+// reserved reports whether the session has a reservation of name.
+func (s *session) reserved(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.resv[name]
+	return r != nil && r.path != "" && !r.dropped
+}
+
+// reservationOf returns the session's reservation of name, once its
+// creation is over, or nil.
+func (s *session) reservationOf(ctx context.Context, name string) *reservation {
+	s.mu.Lock()
+	r := s.resv[name]
+	s.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	select {
+	case <-r.ready:
+	case <-ctx.Done():
+		return nil
+	case <-s.dead:
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.path == "" || r.dropped || s.resv[name] != r {
+		return nil
+	}
+	return r
+}
+
+// makeReservation creates r, a reservation of name (on the watch
+// goroutine): a sequential ephemeral node under the queue node, created
+// with the queue node if need be, in a multi that also writes the session
+// node, whose Stat gives the transaction's zxid: the reservation's czxid.
+// A creation whose outcome is unknown leaves name to sweep.
+func (s *session) makeReservation(name string, r *reservation) {
+	defer close(r.ready)
+	ctx, cancel := context.WithTimeout(context.Background(), reserveBound)
+	defer cancel()
+	var (
+		path  string
+		czxid int64
+		err   error
+	)
+	for range 4 {
+		var failed int
+		err = s.do(ctx, "reserve", name, func(c *zk.Conn) error {
+			res, err := c.Multi(
+				&zk.CreateRequest{Path: s.paths.reservationPrefix(name, s.id), Data: leaseData(s.id, string(s.identity)),
+					Acl: s.b.acl, Flags: zk.FlagEphemeralSequential},
+				&zk.SetDataRequest{Path: s.paths.session(s.id), Data: s.identity, Version: -1})
+			failed, err = multiErr(res, err)
+			if err == nil {
+				path, czxid = res[0].String, res[1].Stat.Mzxid
+				s.digest(res[1].Stat, 0) // notes the session node's Stat (lastDigest)
+			}
+			return err
+		})
+		if !errors.Is(err, zk.ErrNoNode) || failed != 0 {
+			break
+		}
+		// No queue node: create it (a container, which ZooKeeper deletes
+		// once it is empty again), and the layout if that is gone too.
+		err = s.do(ctx, "reserve", name, func(c *zk.Conn) error {
+			_, err := c.CreateContainer(s.paths.queue(name), nil, zk.FlagContainer, s.b.acl)
+			if errors.Is(err, zk.ErrNoNode) {
+				if err = s.b.ensureLayout(c); err == nil {
+					_, err = c.CreateContainer(s.paths.queue(name), nil, zk.FlagContainer, s.b.acl)
+				}
+			}
+			if errors.Is(err, zk.ErrNodeExists) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			break
+		}
+	}
+	s.mu.Lock()
+	dropped := r.dropped
+	if err == nil {
+		r.path, r.token = path, backends.Token(s.gen.base+czxid)
+	} else if !r.dropped && s.resv[name] == r {
+		delete(s.resv, name)
+	}
+	s.mu.Unlock()
+	switch {
+	case err == nil && dropped:
+		s.watches.toRemove(path)
+	case err != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoAuth):
+		// It may have been made: find it by its name and delete it.
+		s.watches.toSweep(name)
+	}
+}
+
+// deleteReservation deletes a reservation node; it reports false if that
+// must be tried again (the store could not be reached).
+func (s *session) deleteReservation(path string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), reserveBound)
+	defer cancel()
+	err := s.do(ctx, "unreserve", "", func(c *zk.Conn) error { return c.Delete(path, -1) })
+	return err == nil || errors.Is(err, zk.ErrNoNode) || s.isDead()
+}
+
+// sweep deletes the session's reservations of name that it does not know
+// of (a creation whose reply was lost); it reports false if that must be
+// tried again.
+func (s *session) sweep(name string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), reserveBound)
+	defer cancel()
+	var children []string
+	err := s.do(ctx, "unreserve", name, func(c *zk.Conn) error {
+		var err error
+		children, _, err = c.Children(s.paths.queue(name))
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return true
+	}
+	if err != nil {
+		return s.isDead()
+	}
+	ok := true
+	for _, child := range children {
+		path := s.paths.queue(name) + "/" + child
+		if sid, _, _ := reservationSeq(child); sid != s.id || s.knowsReservation(name, path) {
+			continue
+		}
+		ok = s.deleteReservation(path) && ok
+	}
+	return ok
+}
+
+// knowsReservation reports whether path is the session's reservation of
+// name, or the node a lease of it is held through.
+func (s *session) knowsReservation(name, path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.resv[name]; r != nil && (r.path == path || r.path == "") {
+		return true // "": a creation in flight
+	}
+	return s.held[name].queue == path
+}
+
+// watchTarget is the node a watch of name is set on: the predecessor of
+// the session's reservation, if it has one and is not first; else the
+// lease node (prefix + name).
+func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lease bool, err error) {
+	s.mu.Lock()
+	r := s.resv[name]
+	mine := ""
+	if r != nil && !r.dropped {
+		mine = r.path
+	}
+	s.mu.Unlock()
+	if mine == "" {
+		return prefix + name, true, nil
+	}
+	children, _, err := c.Children(s.paths.queue(name))
+	if errors.Is(err, zk.ErrNoNode) {
+		return prefix + name, true, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	own := mine[strings.LastIndexByte(mine, '/')+1:]
+	_, seq, _ := reservationSeq(own)
+	pred, predSeq := "", int64(-1)
+	for _, child := range children {
+		if _, n, ok := reservationSeq(child); ok && n < seq && n > predSeq {
+			pred, predSeq = child, n
+		}
+	}
+	if pred == "" || !slices.Contains(children, own) {
+		return prefix + name, true, nil
+	}
+	return s.paths.queue(name) + "/" + pred, false, nil
+}
+
+// takeTurn answers an Acquire of name by a session with the reservation r:
+// one round trip of reads — the queue's children, then, pipelined behind
+// them, the value node and, until a read found none, the lease node (B6:
+// the value read sees what the previous holders stored). If r is first and
+// no lease node exists, the session holds name with r's token; the digest
+// is the session node's latest (lastDigest), which taking the lease did
+// not change. done is false if r is gone: the caller acquires as if it had
+// none.
+func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g backends.Grant, done bool, err error) {
+	const op = "acquire"
+	granted := false
+	defer func() {
+		if !granted {
+			s.watches.rearm(name) // the watch that called for this turn is used up
+		}
+	}()
+	// No lease node can be created while r exists: once a read after its
+	// creation found none, there is none to read.
+	s.mu.Lock()
+	readLease := !r.noLease
+	s.mu.Unlock()
+	var (
+		children             []string
+		leaseData, value     []byte
+		lease                *zk.Stat
+		valueErr             error
+		childrenErr, leaseEr error
+	)
+	err = s.do(ctx, op, name, func(c *zk.Conn) error {
+		sent := s.w.awaitWrite(s.paths.queue(name))
+		defer s.w.stopAwait(sent)
+		first := make(chan struct{})
+		go func() {
+			defer close(first)
+			children, _, childrenErr = c.Children(s.paths.queue(name))
+		}()
+		select {
+		case <-sent.sent:
+		case <-first:
+		}
+		err := parallel(
+			func() error {
+				if !readLease {
+					return nil
+				}
+				leaseData, lease, leaseEr = c.Get(s.paths.lease(name))
+				if leaseEr != nil {
+					lease = nil // go-zookeeper returns an empty Stat with ErrNoNode
+				}
+				return nil
+			},
+			func() error { value, _, valueErr = c.Get(s.paths.value(name)); return nil })
+		<-first
+		for _, e := range []error{childrenErr, absent(leaseEr), absent(valueErr)} {
+			if e != nil && !errors.Is(e, zk.ErrNoNode) {
+				return e
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return backends.Grant{}, true, s.fail(ctx, op, name, err)
+	}
+	mine := r.path[strings.LastIndexByte(r.path, '/')+1:]
+	if errors.Is(childrenErr, zk.ErrNoNode) || !slices.Contains(children, mine) {
+		// Gone behind the session's back.
+		s.mu.Lock()
+		if s.resv[name] == r {
+			delete(s.resv, name)
+		}
+		s.mu.Unlock()
+		return backends.Grant{}, false, nil
+	}
+	if lease == nil {
+		s.mu.Lock()
+		r.noLease = true
+		s.mu.Unlock()
+	} else {
+		sid, identity := parseLeaseData(leaseData)
+		if sid == s.id {
+			return backends.Grant{}, false, nil // a lease node of its own: adopted by the multi's path
+		}
+		return backends.Grant{}, true, s.heldBy(name, sid, identity, lease.Czxid)
+	}
+	if first := firstReservation(children); first != mine {
+		if sid, _, _ := reservationSeq(first); sid == s.id {
+			// A reservation of its own it did not know of (a creation
+			// whose reply was lost): delete it, and look again.
+			path := s.paths.queue(name) + "/" + first
+			err := s.do(ctx, op, name, func(c *zk.Conn) error { return c.Delete(path, -1) })
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return backends.Grant{}, true, s.fail(ctx, op, name, err)
+			}
+			return backends.Grant{}, false, nil
+		}
+		h, err := s.queueHolder(ctx, op, name, first)
+		if err != nil {
+			return backends.Grant{}, true, err
+		}
+		if h.Session == "" {
+			return backends.Grant{}, false, nil // it went meanwhile: try again
+		}
+		return backends.Grant{}, true, fmt.Errorf("%s: %w", opName(op, name), &backends.HeldError{Name: name, Holder: h})
+	}
+	if now, ok := s.storeNow(); ok && now.Before(s.gen.guardEnd) {
+		return backends.Grant{}, true, s.recovering(name, s.gen.guardEnd.Sub(now))
+	}
+	s.b.noteToken(int64(r.token))
+	s.mu.Lock()
+	if s.resv[name] != r || r.dropped {
+		s.mu.Unlock()
+		return backends.Grant{}, false, nil // stopped meanwhile: unreserve deletes it
+	}
+	delete(s.resv, name)
+	s.held[name] = heldLease{token: r.token, queue: r.path}
+	s.qLeases++
+	s.qVersion++
+	s.mu.Unlock()
+	granted = true
+	switch {
+	case errors.Is(valueErr, zk.ErrNoNode):
+		value = nil
+	case value == nil:
+		value = []byte{}
+	}
+	return backends.Grant{Token: r.token, Value: value, Digest: s.lastDigest(s.knownGroups(0))}, true, nil
+}
+
+// heldBy is the refusal of name held by session sid.
+func (s *session) heldBy(name, sid, identity string, czxid int64) error {
+	return fmt.Errorf("%s: %w", opName("acquire", name), &backends.HeldError{
+		Name: name, Holder: backends.Holder{Session: backends.SessionID(sid), Identity: identity, Token: backends.Token(s.gen.base + czxid)}})
+}
+
+// queueHolder reads the reservation child of name's queue: the holder it
+// names, or a zero Holder if it is gone.
+func (s *session) queueHolder(ctx context.Context, op, name, child string) (backends.Holder, error) {
+	var (
+		data []byte
+		st   *zk.Stat
+	)
+	err := s.do(ctx, op, name, func(c *zk.Conn) error {
+		var err error
+		data, st, err = c.Get(s.paths.queue(name) + "/" + child)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return backends.Holder{}, nil
+	}
+	if err != nil {
+		return backends.Holder{}, s.fail(ctx, op, name, err)
+	}
+	sid, identity := parseLeaseData(data)
+	return backends.Holder{Session: backends.SessionID(sid), Identity: identity, Token: backends.Token(s.gen.base + st.Czxid)}, nil
+}
+
+// queued answers an Acquire whose multi found name's queue node: the
+// lease node's holder, else the first reservation's, is refused (or, if it
+// is this session, a reservation of its own it did not know of, deleted so
+// that the lease passes on); an empty queue node is deleted so that the
+// lease node can be created. retry says to try the multi again.
+func (s *session) queued(ctx context.Context, name string) (g backends.Grant, retry bool, err error) {
+	const op = "acquire"
+	var (
+		children []string
+		lease    bool
+	)
+	err = s.do(ctx, op, name, func(c *zk.Conn) error {
+		return parallel(
+			func() error {
+				var err error
+				children, _, err = c.Children(s.paths.queue(name))
+				return absent(err)
+			},
+			func() error {
+				var err error
+				lease, _, err = c.Exists(s.paths.lease(name))
+				return err
+			})
+	})
+	if err != nil {
+		return backends.Grant{}, false, s.fail(ctx, op, name, err)
+	}
+	if lease {
+		return s.taken(ctx, name)
+	}
+	first := firstReservation(children)
+	if first == "" {
+		err := s.do(ctx, op, name, func(c *zk.Conn) error { return c.Delete(s.paths.queue(name), -1) })
+		if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNotEmpty) {
+			return backends.Grant{}, false, s.fail(ctx, op, name, err)
+		}
+		return backends.Grant{}, true, nil
+	}
+	if sid, _, _ := reservationSeq(first); sid == s.id {
+		path := s.paths.queue(name) + "/" + first
+		if !s.knowsReservation(name, path) {
+			err := s.do(ctx, op, name, func(c *zk.Conn) error { return c.Delete(path, -1) })
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return backends.Grant{}, false, s.fail(ctx, op, name, err)
+			}
+		}
+		return backends.Grant{}, true, nil
+	}
+	h, err := s.queueHolder(ctx, op, name, first)
+	if err != nil || h.Session == "" {
+		return backends.Grant{}, err == nil, err
+	}
+	return backends.Grant{}, false, fmt.Errorf("%s: %w", opName(op, name), &backends.HeldError{Name: name, Holder: h})
+}
+
+// forget drops the session's record of name, which it no longer holds.
+func (s *session) forget(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forgetLocked(name)
+}
+
+// forgetLocked is forget with s.mu held.
+func (s *session) forgetLocked(name string) {
+	if h, ok := s.held[name]; ok && h.queue != "" {
+		s.qLeases--
+		s.qVersion++
+	}
+	delete(s.held, name)
+}
+
+// releaseQueued releases a lease held through the reservation h.queue: one
+// delete, which does not change the session node, so the digest is its
+// latest Stat's (lastDigest). The next reservation, if any, holds the
+// lease from then on.
+func (s *session) releaseQueued(ctx context.Context, name string, h heldLease) (backends.Digest, error) {
+	const op = "release"
+	err := s.do(ctx, op, name, func(c *zk.Conn) error { return c.Delete(h.queue, -1) })
+	switch {
+	case err == nil:
+		s.forget(name)
+		return s.lastDigest(s.knownGroups(0)), nil
+	case errors.Is(err, zk.ErrNoNode):
+		s.forget(name) // gone behind the session's back
+		return s.readDigest(ctx, op, name)
+	}
+	return backends.Digest{}, s.fail(ctx, op, name, err)
+}
+
+// queuedLease is a lease held through a reservation.
+type queuedLease struct{ name, path string }
+
+// queuedLeases lists the leases the session holds through reservations.
+func (s *session) queuedLeases() []queuedLease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var q []queuedLease
+	for name, h := range s.held {
+		if h.queue != "" {
+			q = append(q, queuedLease{name, h.queue})
+		}
+	}
+	return q
+}

@@ -1,0 +1,368 @@
+package simbazk
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/backends"
+)
+
+// queueEnv is a backend on a fresh root and a way to open sessions on it.
+type queueEnv struct {
+	t       *testing.T
+	b       *Backend
+	servers []string
+	ctx     context.Context
+}
+
+func newQueueEnv(t *testing.T) *queueEnv {
+	t.Helper()
+	servers := sharedZK(t)
+	b := newBackend(t, servers)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return &queueEnv{t: t, b: b, servers: servers, ctx: ctx}
+}
+
+func (e *queueEnv) open(identity string) backends.Session {
+	e.t.Helper()
+	s, _, err := e.b.OpenSession(e.ctx, backends.SessionOptions{TTL: 3 * time.Second, Identity: identity})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	// Renew it, as the engine would (B2 closes a session not renewed).
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(500 * time.Millisecond):
+				s.KeepAlive(e.ctx)
+			}
+		}
+	}()
+	e.t.Cleanup(func() {
+		close(done)
+		<-stopped
+		s.Close(context.Background())
+	})
+	return s
+}
+
+// refuse makes s refused name and watching it, as the engine's candidate
+// is: the watch reserves name. It waits until the reservation exists and
+// returns its path, the watch's stop and a channel that receives the
+// watch's calls.
+func (e *queueEnv) refuse(s backends.Session, name string) (path string, stop func(), fired <-chan struct{}) {
+	e.t.Helper()
+	if _, err := s.Acquire(e.ctx, name); !errors.Is(err, backends.ErrLeaseHeld) {
+		e.t.Fatalf("Acquire(%q) by %s = %v; want ErrLeaseHeld", name, s.ID(), err)
+	}
+	ch := make(chan struct{}, 64)
+	stop = s.(backends.Notifier).Watch(name, func() { ch <- struct{}{} })
+	e.t.Cleanup(stop)
+	zs := zkSession(e.t, s)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		zs.mu.Lock()
+		r := zs.resv[name]
+		if r != nil && r.path != "" {
+			path = r.path
+		}
+		zs.mu.Unlock()
+		if path != "" {
+			return path, stop, ch
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no reservation of %q by %s within 5s of its watch", name, s.ID())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (e *queueEnv) holder(s backends.Session, name string) backends.Holder {
+	e.t.Helper()
+	h, err := s.Holder(e.ctx, name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return h
+}
+
+func waitFired(t *testing.T, fired <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-fired:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("watch not called within 5s of %s", what)
+	}
+}
+
+// A release hands the lease to the first reservation: the waiter's watch
+// fires, its Acquire is the reservation's turn (its token is the
+// reservation's czxid, below the release's zxid: no write made it), above
+// the previous holder's token; Holder names the holder, never a waiting
+// reservation; the digests count the lease.
+func TestReservationHandOff(t *testing.T) {
+	t.Parallel()
+	e := newQueueEnv(t)
+	a, b := e.open("node a"), e.open("node b")
+	ga, err := a.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, _, fired := e.refuse(b, "lease")
+	if h := e.holder(b, "lease"); h.Session != a.ID() || h.Token != ga.Token {
+		t.Errorf("Holder while a holds and b waits = %+v; want a with token %d", h, ga.Token)
+	}
+	before, err := b.KeepAlive(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Digest.Leases != 0 {
+		t.Errorf("b's digest counts %d leases while it only waits; want 0", before.Digest.Leases)
+	}
+	rd, err := a.Release(e.ctx, "lease", ga.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFired(t, fired, "the release")
+	if h := e.holder(a, "lease"); h.Session != b.ID() || h.Token <= ga.Token {
+		t.Errorf("Holder after a's release = %+v; want b's reservation, above token %d", h, ga.Token)
+	}
+	gb, err := b.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatalf("b's Acquire after the release: %v", err)
+	}
+	c := directConn(t, e.servers)
+	_, st, err := c.Get(path)
+	if err != nil {
+		t.Fatalf("the reservation node %s: %v", path, err)
+	}
+	if want := backends.Token(zkSession(t, b).gen.base + st.Czxid); gb.Token != want {
+		t.Errorf("b's token = %d; want its reservation's, %d", gb.Token, want)
+	}
+	if gb.Token <= ga.Token {
+		t.Errorf("b's token %d is not above a's %d", gb.Token, ga.Token)
+	}
+	_ = rd
+	if h := e.holder(a, "lease"); h.Session != b.ID() || h.Token != gb.Token || h.Identity != "node b" {
+		t.Errorf("Holder after b's Acquire = %+v; want b, node b, token %d", h, gb.Token)
+	}
+	// The digest: one lease more than before, one acquisition.
+	if gb.Digest.Leases != 1 || gb.Digest.Version != before.Digest.Version+1 {
+		t.Errorf("b's grant digest = %+v; want 1 lease, version %d", gb.Digest, before.Digest.Version+1)
+	}
+	after, err := b.KeepAlive(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Digest != gb.Digest {
+		t.Errorf("b's keep-alive digest = %+v; want the grant's %+v", after.Digest, gb.Digest)
+	}
+	owned, od, err := b.Owned(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(owned) != 1 || owned[0] != (backends.Held{Name: "lease", Token: gb.Token}) || od != gb.Digest {
+		t.Errorf("b's Owned = %v, %+v; want lease with token %d, digest %+v", owned, od, gb.Digest, gb.Digest)
+	}
+	if again, err := b.Acquire(e.ctx, "lease"); err != nil || again.Token != gb.Token {
+		t.Errorf("b's Acquire of the lease it holds = %v, %v; want token %d", again.Token, err, gb.Token)
+	}
+	if err := b.PutValue(e.ctx, "lease", gb.Token, []byte("v")); err != nil {
+		t.Errorf("PutValue by the holder through a reservation: %v", err)
+	}
+	if _, err := a.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
+		t.Errorf("a's Acquire while b holds = %v; want ErrLeaseHeld", err)
+	}
+	inv, err := e.b.Inspect(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Leases) != 1 || inv.Leases[0].Session != b.ID() || inv.Leases[0].Token != gb.Token || string(inv.Leases[0].Value) != "v" {
+		t.Errorf("Inspect's leases = %+v; want b's lease with token %d and value v", inv.Leases, gb.Token)
+	}
+	d, err := b.Release(e.ctx, "lease", gb.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Leases != 0 || d.Version != gb.Digest.Version+1 {
+		t.Errorf("b's release digest = %+v; want 0 leases, version %d", d, gb.Digest.Version+1)
+	}
+	if nodeExists(t, c, path) {
+		t.Errorf("the reservation node %s outlived b's release", path)
+	}
+	ga2, err := a.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatalf("a's Acquire after b's release: %v", err)
+	}
+	if ga2.Token <= gb.Token || string(ga2.Value) != "v" {
+		t.Errorf("a's grant after b = token %d, value %q; want above %d, value v", ga2.Token, ga2.Value, gb.Token)
+	}
+}
+
+// Inspect lists the holder, never a waiting reservation; a session that
+// stops watching removes its reservation at once, so the next one holds
+// after the release.
+func TestReservationStopRemoves(t *testing.T) {
+	t.Parallel()
+	e := newQueueEnv(t)
+	a, b, c := e.open("node a"), e.open("node b"), e.open("node c")
+	ga, err := a.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, stopB, _ := e.refuse(b, "lease")
+	_, _, firedC := e.refuse(c, "lease")
+	inv, err := e.b.Inspect(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Leases) != 1 || inv.Leases[0].Session != a.ID() {
+		t.Errorf("Inspect's leases while b and c wait = %+v; want a's only", inv.Leases)
+	}
+	for _, si := range inv.Sessions {
+		if want := map[bool]int{true: 1, false: 0}[si.ID == a.ID()]; si.Leases != want {
+			t.Errorf("Inspect counts %d leases for %s; want %d", si.Leases, si.ID, want)
+		}
+	}
+	stopB()
+	zc := directConn(t, e.servers)
+	for deadline := time.Now().Add(5 * time.Second); nodeExists(t, zc, pb); {
+		if time.Now().After(deadline) {
+			t.Fatalf("b's reservation %s still exists 5s after its watch stopped", pb)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(t, firedC, "the release")
+	if h := e.holder(a, "lease"); h.Session != c.ID() {
+		t.Errorf("Holder after a's release = %+v; want c (b stopped waiting)", h)
+	}
+	if _, err := b.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
+		t.Errorf("b's Acquire = %v; want ErrLeaseHeld (c's turn)", err)
+	}
+	gc, err := c.Acquire(e.ctx, "lease")
+	if err != nil || gc.Token <= ga.Token {
+		t.Errorf("c's Acquire = %d, %v; want a token above %d", gc.Token, err, ga.Token)
+	}
+}
+
+// A refusal without a watch that follows (a TryLock) leaves no
+// reservation: the lease is free once released.
+func TestRefusalWithoutWatchReservesNothing(t *testing.T) {
+	t.Parallel()
+	e := newQueueEnv(t)
+	a, b := e.open("node a"), e.open("node b")
+	ga, err := a.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
+		t.Fatalf("b's Acquire = %v; want ErrLeaseHeld", err)
+	}
+	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
+		t.Fatal(err)
+	}
+	if h := e.holder(a, "lease"); !h.Free() {
+		t.Errorf("Holder after the release = %+v; want free", h)
+	}
+	if _, err := a.Acquire(e.ctx, "lease"); err != nil {
+		t.Errorf("a's Acquire after its release: %v", err)
+	}
+}
+
+// Tokens strictly increase in grant order while sessions queue, reserve,
+// take their turns, stop waiting and jump in directly, concurrently.
+func TestReservationTokensInGrantOrder(t *testing.T) {
+	t.Parallel()
+	e := newQueueEnv(t)
+	const nodes, turns = 5, 6
+	var (
+		mu     sync.Mutex
+		grants []backends.Token
+		wg     sync.WaitGroup
+	)
+	for i := range nodes {
+		s := e.open("node " + string(rune('a'+i)))
+		wg.Go(func() {
+			n := s.(backends.Notifier)
+			for turn := 0; turn < turns; {
+				if e.ctx.Err() != nil {
+					return
+				}
+				g, err := s.Acquire(e.ctx, "lease")
+				if errors.Is(err, backends.ErrLeaseHeld) {
+					// Wait for a release, as the engine does, and every
+					// other turn stop waiting before the next attempt.
+					fired := make(chan struct{}, 1)
+					stop := n.Watch("lease", func() {
+						select {
+						case fired <- struct{}{}:
+						default:
+						}
+					})
+					select {
+					case <-fired:
+					case <-time.After(300 * time.Millisecond):
+					}
+					if turn%2 == 1 {
+						stop()
+					}
+					for {
+						g, err = s.Acquire(e.ctx, "lease")
+						if !errors.Is(err, backends.ErrLeaseHeld) {
+							break
+						}
+						select {
+						case <-fired:
+						case <-time.After(300 * time.Millisecond):
+						case <-e.ctx.Done():
+						}
+					}
+					stop()
+				}
+				if err != nil {
+					t.Errorf("Acquire: %v", err)
+					return
+				}
+				mu.Lock()
+				grants = append(grants, g.Token)
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				grants = append(grants, -g.Token) // released
+				mu.Unlock()
+				if _, err := s.Release(e.ctx, "lease", g.Token); err != nil {
+					t.Errorf("Release: %v", err)
+					return
+				}
+				turn++
+			}
+		})
+	}
+	wg.Wait()
+	var order []backends.Token
+	for i, tok := range grants {
+		if tok > 0 {
+			if i+1 < len(grants) && grants[i+1] != -tok {
+				t.Fatalf("grant %d (token %d) overlaps the next: %v", i, tok, grants)
+			}
+			order = append(order, tok)
+		}
+	}
+	if len(order) != nodes*turns {
+		t.Fatalf("%d grants; want %d", len(order), nodes*turns)
+	}
+	if !slices.IsSorted(order) || len(slices.Compact(slices.Clone(order))) != len(order) {
+		t.Errorf("tokens in grant order are not strictly increasing: %v", order)
+	}
+}
