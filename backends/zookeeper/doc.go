@@ -106,25 +106,44 @@
 // the lease node if it is first. The holder of a name is its lease node
 // while that exists, else the first reservation: a release hands the lease
 // over with no write by the next holder, whose Acquire is one round trip of
-// reads (the queue, then, pipelined behind it, the lease node, the value
-// node and the session node) and whose token is the reservation's czxid. A
-// lease node is created only in a multi that also creates and deletes the
+// reads (the queue, then, pipelined behind it, the lease node and the value
+// node) and whose token is the reservation's czxid. Those reads are sent
+// by go-zookeeper's event callback itself, as soon as the deletion of the
+// watched node arrives, so that the engine's Acquire, a few goroutine hops
+// later, finds them answered or on their way; it uses them only if they
+// grant (a grant does not go stale, see below), and reads again otherwise.
+// A lease node is created only in a multi that also creates and deletes the
 // queue node, so only while no queue exists: every reservation was created
 // after the lease node of its time, reservations are granted in the order
 // of their sequence numbers, which is their czxids' order, and tokens rise
 // in grant order. A first reservation stays the holder until it is
 // deleted, so a stale read cannot make a second holder. Holder and Inspect
 // read the first reservation where no lease node exists, and never list a
-// reservation that waits. Stopping the watch (an election stopped, a Lock
-// whose context ended; any watch of the name) deletes the session's
-// reservation at once, unless it became the lease; a refusal that no watch
-// follows (a TryLock) reserves nothing; partitions (names ending in ".<i>")
-// never reserve, since group members watch partitions they may not want. A
-// lease held through a reservation has no child under the session node:
-// the session adds those leases, their acquisitions and releases to the
-// digest itself, and checks them in Owned with a read each. A root of an
-// earlier layout (simbazk 1, without queues) is refused with [ErrLayout]:
-// its clients would not see the queue.
+// reservation that waits. A watch of a session without a reservation of
+// the name (a follower of the holder, such as the runtime's WatchHolder)
+// also watches the queue's children, so it is called when the lease passes
+// from one reservation to the next.
+//
+// A Watch reserves only if the session's last call about the name was an
+// Acquire that another session's lease refused: the engine watches right
+// after such a refusal, before any other call about the name, while a
+// follower reads the holder before it watches, and a refusal that no watch
+// follows (a TryLock) reserves nothing. Stopping the watch (an election
+// stopped, a Lock whose context ended; any watch of the name) deletes the
+// session's reservation at once, unless it became the lease; partitions
+// (names ending in ".<i>") never reserve, since group members watch
+// partitions they may not want. A lease held through a reservation has no
+// child under the session node: the session adds those leases, their
+// acquisitions and releases to the digest itself, and checks them in Owned
+// with a read each.
+//
+// Roots are created with the layout "simbazk 2". A root of the earlier
+// layout, "simbazk 1" (no queues), is used as it is, without reservations:
+// its other clients may be of an earlier version, which does not see
+// queues, so nobody queues there and every hand-off is a release and an
+// acquisition, as in those versions; earlier versions refuse a "simbazk 2"
+// root with ErrLayout, so the two never share a root that has queues. To
+// get reservations on an existing deployment, start it on a new root.
 //
 // Digest.Groups is the largest of the joined groups' pzxids (the zxid of
 // their last child change: a member joining, leaving or ending, a partition
@@ -263,15 +282,16 @@
 //
 // Watch sets an exists-watch on the lease node from a goroutine of the
 // session, started by its first Watch, and sets it again after each event;
-// go-zookeeper's event callback, which must not block, only records events.
-// A deletion of the lease node — a release, or the end of its holder's
-// session — calls the watch functions, except for the session's own
-// releases; a session with a reservation watches its predecessor instead,
-// once it has one (see "Reservations"). After a reconnection go-zookeeper sets the watches again with
-// the last zxid seen, and ZooKeeper then delivers what happened meanwhile. A
-// graceful hand-off thus takes the release, the event and the next holder's
-// acquisition, which is a read for a candidate that had queued: a few
-// milliseconds.
+// go-zookeeper's event callback, which must not block, records events (and
+// sends a reservation's reads, see "Reservations"). A deletion of the lease
+// node — a release, or the end of its holder's session — calls the watch
+// functions, except for the session's own releases; a session with a
+// reservation watches its predecessor instead, once it has one, and one
+// without also watches the queue's children (see "Reservations"). After a
+// reconnection go-zookeeper sets the watches again with the last zxid seen,
+// and ZooKeeper then delivers what happened meanwhile. A graceful hand-off
+// thus takes the release, the event and the next holder's acquisition,
+// which is a read for a candidate that had queued: a few milliseconds.
 //
 // # ACLs
 //

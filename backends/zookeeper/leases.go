@@ -53,6 +53,8 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 	var he *backends.HeldError
 	if errors.As(err, &he) && he.Holder.Session != backends.SessionID(s.id) {
 		s.refused(name) // a Watch that follows reserves it (queue.go)
+	} else {
+		s.called(name)
 	}
 	return g, err
 }
@@ -101,12 +103,20 @@ func (s *session) acquire(ctx context.Context, name string) (backends.Grant, err
 				holder = s.paths.holder(group, i, s.id)
 			}
 		}
-		ops := []any{
-			&zk.CreateRequest{Path: s.paths.queue(name), Acl: s.b.acl, Flags: zk.FlagPersistent},
-			&zk.DeleteRequest{Path: s.paths.queue(name), Version: -1},
-			&zk.CreateRequest{Path: s.paths.lease(name), Data: leaseData(s.id, string(s.identity)), Acl: s.b.acl, Flags: zk.FlagEphemeral},
-			&zk.CreateRequest{Path: s.paths.owned(s.id, name), Acl: s.b.acl, Flags: zk.FlagEphemeral},
+		// On a root of the first layout (no queues, no reservations) the
+		// multi does not touch the queue node: q is where the lease
+		// node's creation falls in it.
+		var ops []any
+		q := 0
+		if s.gen.queues {
+			ops = append(ops,
+				&zk.CreateRequest{Path: s.paths.queue(name), Acl: s.b.acl, Flags: zk.FlagPersistent},
+				&zk.DeleteRequest{Path: s.paths.queue(name), Version: -1})
+			q = queueOps
 		}
+		ops = append(ops,
+			&zk.CreateRequest{Path: s.paths.lease(name), Data: leaseData(s.id, string(s.identity)), Acl: s.b.acl, Flags: zk.FlagEphemeral},
+			&zk.CreateRequest{Path: s.paths.owned(s.id, name), Acl: s.b.acl, Flags: zk.FlagEphemeral})
 		if holder != "" {
 			ops = append(ops, &zk.CreateRequest{Path: holder, Acl: s.b.acl, Flags: zk.FlagEphemeral})
 		}
@@ -192,30 +202,30 @@ func (s *session) acquire(ctx context.Context, name string) (backends.Grant, err
 				value = []byte{}
 			}
 			return backends.Grant{Token: tok, Value: value, Digest: s.digest(st, s.knownGroups(groupsRev))}, nil
-		case errors.Is(err, zk.ErrNodeExists) && failed == 0:
+		case errors.Is(err, zk.ErrNodeExists) && q > 0 && failed == 0:
 			// A queue of reservations exists (queue.go).
 			g, retry, err := s.queued(ctx, name)
 			if !retry {
 				return g, err
 			}
-		case errors.Is(err, zk.ErrNodeExists) && failed == queueOps:
+		case errors.Is(err, zk.ErrNodeExists) && failed == q:
 			g, retry, err := s.taken(ctx, name)
 			if !retry {
 				return g, err
 			}
-		case errors.Is(err, zk.ErrNodeExists) && failed == queueOps+1:
+		case errors.Is(err, zk.ErrNodeExists) && failed == q+1:
 			// A child of ours left from a term whose lease node someone
 			// deleted: remove it and try again.
 			if err := s.do(ctx, op, name, func(c *zk.Conn) error { return c.Delete(s.paths.owned(s.id, name), -1) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return backends.Grant{}, s.fail(ctx, op, name, err)
 			}
-		case errors.Is(err, zk.ErrNodeExists) && holder != "" && failed == queueOps+2:
+		case errors.Is(err, zk.ErrNodeExists) && holder != "" && failed == q+2:
 			if err := s.do(ctx, op, name, func(c *zk.Conn) error { return c.Delete(holder, -1) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return backends.Grant{}, s.fail(ctx, op, name, err)
 			}
-		case errors.Is(err, zk.ErrNoNode) && holder != "" && failed == queueOps+2:
+		case errors.Is(err, zk.ErrNoNode) && holder != "" && failed == q+2:
 			withHolder = false // the group has no node: no members to show it to
-		case errors.Is(err, zk.ErrNoNode) && (failed == 0 || failed == queueOps):
+		case errors.Is(err, zk.ErrNoNode) && (failed == 0 || failed == q):
 			if err := s.do(ctx, op, name, func(c *zk.Conn) error { return s.b.ensureLayout(c) }); err != nil {
 				return backends.Grant{}, s.fail(ctx, op, name, err)
 			}
@@ -360,6 +370,7 @@ func (s *session) Release(ctx context.Context, name string, token backends.Token
 	if err := args.Name(op, name); err != nil {
 		return backends.Digest{}, err
 	}
+	s.called(name) // (queue.go)
 	s.mu.Lock()
 	h, ok := s.held[name]
 	s.mu.Unlock()
@@ -458,6 +469,7 @@ func (s *session) Holder(ctx context.Context, name string) (backends.Holder, err
 	if err := args.Name(op, name); err != nil {
 		return backends.Holder{}, err
 	}
+	s.called(name) // (queue.go)
 	for range 16 {
 		var (
 			data     []byte
@@ -508,6 +520,7 @@ func (s *session) PutValue(ctx context.Context, name string, token backends.Toke
 	if err := args.Value(op, name, value); err != nil {
 		return err
 	}
+	s.called(name) // (queue.go)
 	s.mu.Lock()
 	h, ok := s.held[name]
 	s.mu.Unlock()

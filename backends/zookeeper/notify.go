@@ -29,6 +29,7 @@ type watcher struct {
 	seq     map[string]int          // events per name, so that a watch set is not taken for one an event consumed
 	exists  map[string]bool         // whether the lease node existed, as last seen
 	target  map[string]string       // the node whose watch is set, if not the lease node (queue.go)
+	queue   map[string]bool         // names whose queue node is watched too (watchQueue)
 	reserve map[string]*reservation // reservations to create (queue.go)
 	remove  []string                // reservation nodes to delete
 	sweep   map[string]bool         // names whose unknown reservations to delete
@@ -46,6 +47,7 @@ func (w *watcher) init() {
 		w.seq = make(map[string]int)
 		w.exists = make(map[string]bool)
 		w.target = make(map[string]string)
+		w.queue = make(map[string]bool)
 		w.reserve = make(map[string]*reservation)
 		w.sweep = make(map[string]bool)
 		w.wake = make(chan struct{}, 1)
@@ -227,10 +229,13 @@ func (w *watcher) run() {
 			w.mu.Lock()
 			seq := w.seq[name]
 			w.mu.Unlock()
-			target, lease, err := s.watchTarget(s.conn, prefix, name)
-			ok := false
+			target, lease, alone, err := s.watchTarget(s.conn, prefix, name)
+			ok, queue := false, false
 			if err == nil {
 				ok, _, _, err = s.conn.ExistsW(target)
+			}
+			if err == nil && alone {
+				queue, err = s.watchQueue(s.conn, name)
 			}
 			w.mu.Lock()
 			// An event of the name since the call may already have
@@ -242,6 +247,7 @@ func (w *watcher) run() {
 			case lease:
 				w.armed[name] = true
 				delete(w.target, name)
+				w.queue[name] = queue
 				// Created and deleted again between a watch's event and
 				// this one's setting: the delete had no watch to tell.
 				fire = w.exists[name] && !ok
@@ -279,7 +285,11 @@ func (w *watcher) event(ev zk.Event) {
 		// A reservation watched: r/q/<name>/<child>.
 		rest, inQueue := strings.CutPrefix(ev.Path, w.s.paths.queues()+"/")
 		name, _, queued = strings.Cut(rest, "/")
-		if !inQueue || !queued {
+		if !inQueue {
+			return
+		}
+		if !queued { // r/q/<name> itself: a watch of the queue (watchQueue)
+			w.queueEvent(name)
 			return
 		}
 	}
@@ -288,6 +298,7 @@ func (w *watcher) event(ev zk.Event) {
 		w.mu.Unlock()
 		return
 	}
+	prefetch := false
 	if queued {
 		// Only the watch set last counts: an earlier target's event
 		// would take the current watch for consumed.
@@ -298,9 +309,13 @@ func (w *watcher) event(ev zk.Event) {
 			w.arm[name] = true
 			if ev.Type == zk.EventNodeDeleted {
 				w.fire[name] = true
+				prefetch = true
 			}
 		}
 		w.mu.Unlock()
+		if prefetch {
+			w.s.prefetch(name) // the turn's reads, sent at once (queue.go)
+		}
 		w.signal()
 		return
 	}
@@ -311,6 +326,7 @@ func (w *watcher) event(ev zk.Event) {
 		w.armed[name] = false
 		w.fire[name] = true
 		w.arm[name] = true
+		prefetch = true
 	case zk.EventNodeCreated:
 		w.exists[name] = true
 		w.armed[name] = false
@@ -319,6 +335,27 @@ func (w *watcher) event(ev zk.Event) {
 		w.armed[name] = false
 		w.arm[name] = true
 	}
+	w.mu.Unlock()
+	if prefetch {
+		w.s.prefetch(name) // if the session is first in the queue (queue.go)
+	}
+	w.signal()
+}
+
+// queueEvent records an event of the queue node of name, which a watch of
+// a session without a reservation of name follows (watchQueue): a
+// reservation queued or gone, so the holder may have changed.
+func (w *watcher) queueEvent(name string) {
+	w.mu.Lock()
+	if w.count == nil || !w.queue[name] {
+		w.mu.Unlock()
+		return
+	}
+	w.seq[name]++
+	w.queue[name] = false
+	w.armed[name] = false
+	w.arm[name] = true
+	w.fire[name] = true
 	w.mu.Unlock()
 	w.signal()
 }

@@ -35,15 +35,17 @@ import (
 //     read that finds it there may be stale, but never wrong.
 //
 // The engine's Watch that follows a refusal creates the reservation (the
-// watch goroutine does, so Watch does not wait); its stop deletes it at
-// once unless it became the lease, so a session that stops contending — an
-// election stopped, a Lock whose context ended, a TryLock's refusal — keeps
-// no one waiting. Partitions (names with a ".<i>" suffix) never reserve:
-// group members watch partitions they may not want.
-
-// reserveWindow is how long after a refusal a Watch of the name takes it
-// as the refused candidate's, and reserves.
-const reserveWindow = 2 * time.Second
+// watch goroutine does, so Watch does not wait): a Watch of a name reserves
+// it only if the session's last call about that name was an Acquire that
+// another session's lease refused (the engine watches right after such a
+// refusal, before it calls anything else about the name; a follower of the
+// holder, the runtime's WatchHolder, reads the holder before it watches). Its
+// stop deletes the reservation at once unless it became the lease, so a
+// session that stops contending — an election stopped, a Lock whose context
+// ended, a TryLock's refusal — keeps no one waiting. Partitions (names with
+// a ".<i>" suffix) never reserve: group members watch partitions they may
+// not want. Nor does a root of the first layout (simbazk 1), whose clients
+// do not see queues.
 
 // reserveBound bounds each call the watch goroutine makes for reservations.
 const reserveBound = 10 * time.Second
@@ -55,6 +57,7 @@ type reservation struct {
 	ready   chan struct{}  // closed once the creation is over, made or not
 	dropped bool           // nobody here waits for it any more: delete it (guarded by s.mu)
 	noLease bool           // a read after its creation found no lease node (guarded by s.mu)
+	pre     *turnRead      // the turn's reads, sent on the event that called for it (guarded by s.mu)
 }
 
 // reservable reports whether name may be reserved: not a partition.
@@ -63,28 +66,35 @@ func reservable(name string) bool {
 	return !ok
 }
 
-// refused notes that the store refused the session name: a Watch of it that
-// follows reserves it. A watch that runs already does not: it may be a
-// holder's follower's (runtime's WatchHolder), or a candidate's that has
-// been refused before, whose reservation went.
+// refused notes that the store refused the session name: a Watch of it
+// that follows, before any other call about name, reserves it.
 func (s *session) refused(name string) {
-	if !reservable(name) {
+	if !reservable(name) || !s.gen.queues {
 		return
 	}
 	s.mu.Lock()
 	if s.resv[name] == nil {
-		s.refusedAt[name] = time.Now()
+		s.refusedLast[name] = true
 	}
 	s.mu.Unlock()
 }
 
-// reserve asks the watch goroutine to create a reservation of name, if
-// name was refused lately and the session has none.
+// called notes a call about name other than a refused Acquire: a Watch that
+// follows it does not follow a refusal.
+func (s *session) called(name string) {
+	s.mu.Lock()
+	delete(s.refusedLast, name)
+	s.mu.Unlock()
+}
+
+// reserve asks the watch goroutine to create a reservation of name, if the
+// session's last call about name was a refused Acquire and the session has
+// no reservation of it.
 func (s *session) reserve(name string) {
 	s.mu.Lock()
-	at, ok := s.refusedAt[name]
-	delete(s.refusedAt, name)
-	if !ok || time.Since(at) > reserveWindow || s.resv[name] != nil {
+	ok := s.refusedLast[name]
+	delete(s.refusedLast, name)
+	if !ok || s.resv[name] != nil {
 		s.mu.Unlock()
 		return
 	}
@@ -102,7 +112,7 @@ func (s *session) reserve(name string) {
 // the lease: nobody here waits for it any more.
 func (s *session) unreserve(name string) {
 	s.mu.Lock()
-	delete(s.refusedAt, name)
+	delete(s.refusedLast, name)
 	r := s.resv[name]
 	if r == nil {
 		s.mu.Unlock()
@@ -266,8 +276,11 @@ func (s *session) knowsReservation(name, path string) bool {
 
 // watchTarget is the node a watch of name is set on: the predecessor of
 // the session's reservation, if it has one and is not first; else the
-// lease node (prefix + name).
-func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lease bool, err error) {
+// lease node (prefix + name). alone says the session has no reservation
+// of name: its watch also follows the queue (watchQueue), where the
+// lease passes from reservation to reservation without touching the
+// lease node.
+func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lease, alone bool, err error) {
 	s.mu.Lock()
 	r := s.resv[name]
 	mine := ""
@@ -276,14 +289,14 @@ func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lea
 	}
 	s.mu.Unlock()
 	if mine == "" {
-		return prefix + name, true, nil
+		return prefix + name, true, r == nil || r.dropped, nil
 	}
 	children, _, err := c.Children(s.paths.queue(name))
 	if errors.Is(err, zk.ErrNoNode) {
-		return prefix + name, true, nil
+		return prefix + name, true, false, nil
 	}
 	if err != nil {
-		return "", false, err
+		return "", false, false, err
 	}
 	own := mine[strings.LastIndexByte(mine, '/')+1:]
 	_, seq, _ := reservationSeq(own)
@@ -294,19 +307,120 @@ func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lea
 		}
 	}
 	if pred == "" || !slices.Contains(children, own) {
-		return prefix + name, true, nil
+		return prefix + name, true, false, nil
 	}
-	return s.paths.queue(name) + "/" + pred, false, nil
+	return s.paths.queue(name) + "/" + pred, false, false, nil
+}
+
+// watchQueue sets a watch on the queue of name for a session that has no
+// reservation of it (a follower of the holder, a candidate whose
+// reservation could not be made): on its children, so that the lease
+// passing from one reservation to the next calls the watch functions, or,
+// while there is no queue, on its creation. It reports whether it set one:
+// not on a root of the first layout, nor for a partition, which have no
+// queues.
+func (s *session) watchQueue(c *zk.Conn, name string) (bool, error) {
+	if !s.gen.queues || !reservable(name) {
+		return false, nil
+	}
+	_, _, _, err := c.ChildrenW(s.paths.queue(name))
+	if errors.Is(err, zk.ErrNoNode) {
+		_, _, _, err = c.ExistsW(s.paths.queue(name))
+	}
+	return err == nil, err
+}
+
+// turnRead is what a reservation's turn reads: the queue's children, the
+// lease node (until a read found none) and the value node.
+type turnRead struct {
+	seq                             int // the watcher's events of the name when it was sent
+	done                            chan struct{}
+	children                        []string
+	leaseData, value                []byte
+	lease                           *zk.Stat
+	childrenErr, leaseErr, valueErr error
+	err                             error
+}
+
+// read sends the turn's reads of name on c: the queue's children, then,
+// pipelined behind them, the value node and, if readLease, the lease
+// node (B6: the value read sees what the previous holders stored).
+func (t *turnRead) read(s *session, c *zk.Conn, name string, readLease bool) error {
+	sent := s.w.awaitWrite(s.paths.queue(name))
+	defer s.w.stopAwait(sent)
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		t.children, _, t.childrenErr = c.Children(s.paths.queue(name))
+	}()
+	select {
+	case <-sent.sent:
+	case <-first:
+	}
+	err := parallel(
+		func() error {
+			if !readLease {
+				return nil
+			}
+			t.leaseData, t.lease, t.leaseErr = c.Get(s.paths.lease(name))
+			if t.leaseErr != nil {
+				t.lease = nil // go-zookeeper returns an empty Stat with ErrNoNode
+			}
+			return nil
+		},
+		func() error { t.value, _, t.valueErr = c.Get(s.paths.value(name)); return nil })
+	<-first
+	for _, e := range []error{t.childrenErr, absent(t.leaseErr), absent(t.valueErr)} {
+		if e != nil && !errors.Is(e, zk.ErrNoNode) {
+			return e
+		}
+	}
+	return err
+}
+
+// grants reports whether t found r first in the queue and no lease node.
+func (t *turnRead) grants(r *reservation) bool {
+	mine := r.path[strings.LastIndexByte(r.path, '/')+1:]
+	return t.childrenErr == nil && t.lease == nil && firstReservation(t.children) == mine
+}
+
+// prefetch sends, as soon as the event that calls for a reservation's
+// turn arrives (the deletion of the node it watches), the reads the
+// turn's Acquire needs, so that the engine's Acquire, a few goroutine hops
+// later, finds them answered or on their way (takeTurn).
+func (s *session) prefetch(name string) {
+	s.mu.Lock()
+	r := s.resv[name]
+	if r == nil || r.path == "" || r.dropped {
+		s.mu.Unlock()
+		return
+	}
+	t := &turnRead{done: make(chan struct{})}
+	r.pre = t
+	readLease := !r.noLease
+	s.mu.Unlock()
+	go func() {
+		defer close(t.done)
+		ctx, cancel := context.WithTimeout(context.Background(), reserveBound)
+		defer cancel()
+		t.err = s.do(ctx, "acquire", name, func(c *zk.Conn) error { return t.read(s, c, name, readLease) })
+	}()
 }
 
 // takeTurn answers an Acquire of name by a session with the reservation r:
-// one round trip of reads — the queue's children, then, pipelined behind
-// them, the value node and, until a read found none, the lease node (B6:
-// the value read sees what the previous holders stored). If r is first and
-// no lease node exists, the session holds name with r's token; the digest
-// is the session node's latest (lastDigest), which taking the lease did
-// not change. done is false if r is gone: the caller acquires as if it had
-// none.
+// one round trip of reads (turnRead), sent by the event that called for
+// the turn (prefetch), else now. If r
+// is first and no lease node exists, the session holds name with r's
+// token; the digest is the session node's latest (lastDigest), which
+// taking the lease did not change. done is false if r is gone: the caller
+// acquires as if it had none.
+//
+// A prefetched answer may be older than the Acquire, so it is used only if
+// it grants, which does not go stale: no lease node can be created, nor a
+// reservation queued before r, while r exists, and only the holder, r's
+// session from then on, writes the value node. Any other answer is read
+// again (the watch may have been used up since, so no event would have
+// told of a change).
 func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g backends.Grant, done bool, err error) {
 	const op = "acquire"
 	granted := false
@@ -319,49 +433,29 @@ func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g 
 	// creation found none, there is none to read.
 	s.mu.Lock()
 	readLease := !r.noLease
+	t := r.pre
+	r.pre = nil
 	s.mu.Unlock()
-	var (
-		children             []string
-		leaseData, value     []byte
-		lease                *zk.Stat
-		valueErr             error
-		childrenErr, leaseEr error
-	)
-	err = s.do(ctx, op, name, func(c *zk.Conn) error {
-		sent := s.w.awaitWrite(s.paths.queue(name))
-		defer s.w.stopAwait(sent)
-		first := make(chan struct{})
-		go func() {
-			defer close(first)
-			children, _, childrenErr = c.Children(s.paths.queue(name))
-		}()
+	if t != nil {
 		select {
-		case <-sent.sent:
-		case <-first:
+		case <-t.done:
+		case <-ctx.Done():
+			return backends.Grant{}, true, s.fail(ctx, op, name, ctx.Err())
 		}
-		err := parallel(
-			func() error {
-				if !readLease {
-					return nil
-				}
-				leaseData, lease, leaseEr = c.Get(s.paths.lease(name))
-				if leaseEr != nil {
-					lease = nil // go-zookeeper returns an empty Stat with ErrNoNode
-				}
-				return nil
-			},
-			func() error { value, _, valueErr = c.Get(s.paths.value(name)); return nil })
-		<-first
-		for _, e := range []error{childrenErr, absent(leaseEr), absent(valueErr)} {
-			if e != nil && !errors.Is(e, zk.ErrNoNode) {
-				return e
-			}
+		if t.err != nil || !t.grants(r) {
+			t = nil // read again, within ctx: only a grant does not go stale
 		}
-		return err
-	})
-	if err != nil {
-		return backends.Grant{}, true, s.fail(ctx, op, name, err)
+	} else {
+		t = nil
 	}
+	if t == nil {
+		t = &turnRead{}
+		err = s.do(ctx, op, name, func(c *zk.Conn) error { return t.read(s, c, name, readLease) })
+		if err != nil {
+			return backends.Grant{}, true, s.fail(ctx, op, name, err)
+		}
+	}
+	children, leaseData, lease, value, valueErr, childrenErr := t.children, t.leaseData, t.lease, t.value, t.valueErr, t.childrenErr
 	mine := r.path[strings.LastIndexByte(r.path, '/')+1:]
 	if errors.Is(childrenErr, zk.ErrNoNode) || !slices.Contains(children, mine) {
 		// Gone behind the session's back.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -364,5 +365,182 @@ func TestReservationTokensInGrantOrder(t *testing.T) {
 	}
 	if !slices.IsSorted(order) || len(slices.Compact(slices.Clone(order))) != len(order) {
 		t.Errorf("tokens in grant order are not strictly increasing: %v", order)
+	}
+}
+
+// A root of the first layout (simbazk 1, no queues) is used, not refused,
+// and nobody reserves there: its other clients may be of a version that
+// does not see queues.
+func TestFirstLayoutRootWithoutReservations(t *testing.T) {
+	t.Parallel()
+	e := newQueueEnv(t)
+	zc := directConn(t, e.servers)
+	data, st, err := zc.Get(e.b.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(string(data), layoutVersion, layoutV1, 1)
+	if _, err := zc.Set(e.b.Root(), []byte(old), st.Version); err != nil {
+		t.Fatal(err)
+	}
+	if err := zc.Delete(e.b.Root()+"/q", -1); err != nil {
+		t.Fatal(err)
+	}
+	// Sessions of a backend that reads the root afresh.
+	e.b = sameRoot(t, e.b, e.servers)
+	a, b := e.open("node a"), e.open("node b")
+	if zkSession(t, a).gen.queues {
+		t.Fatalf("a session on a %q root uses queues", layoutV1)
+	}
+	ga, err := a.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatalf("Acquire on a %q root: %v", layoutV1, err)
+	}
+	if _, err := b.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
+		t.Fatalf("b's Acquire = %v; want ErrLeaseHeld", err)
+	}
+	fired := make(chan struct{}, 8)
+	defer b.(backends.Notifier).Watch("lease", func() { fired <- struct{}{} })()
+	time.Sleep(100 * time.Millisecond) // the watch goroutine's turn, which must not reserve
+	zs := zkSession(t, b)
+	zs.mu.Lock()
+	r := zs.resv["lease"]
+	zs.mu.Unlock()
+	if r != nil {
+		t.Errorf("b reserved the lease on a %q root", layoutV1)
+	}
+	if nodeExists(t, zc, e.b.Root()+"/q") {
+		t.Errorf("the %q root got a queue node", layoutV1)
+	}
+	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(t, fired, "the release")
+	gb, err := b.Acquire(e.ctx, "lease")
+	if err != nil || gb.Token <= ga.Token {
+		t.Fatalf("b's Acquire after the release = %d, %v; want a token above %d", gb.Token, err, ga.Token)
+	}
+	if !nodeExists(t, zc, e.b.Root()+"/l/lease") {
+		t.Errorf("b holds the lease without a lease node on a %q root", layoutV1)
+	}
+}
+
+// A watch of a session that does not wait for the name (a follower of the
+// holder: it read the holder before it watched) reserves nothing, and is
+// called each time the lease passes on, also from one reservation to the
+// next, which does not touch the lease node.
+func TestFollowerWokenAlongReservations(t *testing.T) {
+	t.Parallel()
+	e := newQueueEnv(t)
+	a, b, c, f := e.open("node a"), e.open("node b"), e.open("node c"), e.open("follower")
+	ga, err := a.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, firedB := e.refuse(b, "lease")
+	_, _, firedC := e.refuse(c, "lease")
+	// f was refused too, but read the holder before it watched.
+	if _, err := f.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
+		t.Fatalf("f's Acquire = %v; want ErrLeaseHeld", err)
+	}
+	e.holder(f, "lease")
+	follow := make(chan struct{}, 64)
+	defer f.(backends.Notifier).Watch("lease", func() { follow <- struct{}{} })()
+	zf := zkSession(t, f)
+	// The follower's watch is set once the watch goroutine marks it.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		zf.watches.mu.Lock()
+		set := zf.watches.queue["lease"]
+		zf.watches.mu.Unlock()
+		if set {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the follower's watch of the queue not set within 5s")
+		}
+	}
+	zf.mu.Lock()
+	r := zf.resv["lease"]
+	zf.mu.Unlock()
+	if r != nil {
+		t.Fatal("a Watch after a Holder reserved the name")
+	}
+	drain := func() {
+		for {
+			select {
+			case <-follow:
+			default:
+				return
+			}
+		}
+	}
+	drain()
+	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(t, follow, "a's release")
+	waitFired(t, firedB, "a's release")
+	gb, err := b.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatalf("b's turn: %v", err)
+	}
+	time.Sleep(50 * time.Millisecond) // events of the queue before the release
+	drain()
+	if _, err := b.Release(e.ctx, "lease", gb.Token); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(t, follow, "b's release, from its reservation to c's")
+	waitFired(t, firedC, "b's release")
+	if h := e.holder(f, "lease"); h.Session != c.ID() {
+		t.Errorf("Holder after b's release = %+v; want c", h)
+	}
+}
+
+// The reads of a reservation's turn are sent when the event that calls
+// for it arrives: once they are answered, the Acquire that takes the turn
+// sends nothing.
+func TestTurnPrefetched(t *testing.T) {
+	t.Parallel()
+	e := newQueueEnv(t)
+	var cnt counter
+	e.b = sameRoot(t, e.b, e.servers, WithDialer(cnt.dial))
+	a, b := e.open("node a"), e.open("node b")
+	ga, err := a.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, fired := e.refuse(b, "lease")
+	if err := a.PutValue(e.ctx, "lease", ga.Token, []byte("last")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(t, fired, "the release")
+	zb := zkSession(t, b)
+	zb.mu.Lock()
+	pre := zb.resv["lease"].pre
+	zb.mu.Unlock()
+	if pre == nil {
+		t.Fatal("no reads sent on the release's event")
+	}
+	select {
+	case <-pre.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the prefetched reads not answered within 5s")
+	}
+	before, _ := cnt.snapshot()
+	gb, err := b.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatalf("b's turn: %v", err)
+	}
+	after, _ := cnt.snapshot()
+	if gb.Token <= ga.Token || string(gb.Value) != "last" {
+		t.Errorf("b's grant = token %d, value %q; want above %d, value last", gb.Token, gb.Value, ga.Token)
+	}
+	// a's requests count too: a sends nothing meanwhile (its keep-alive
+	// may, rarely: then this reads 1).
+	if after-before > 1 {
+		t.Errorf("b's Acquire of a prefetched turn sent %d requests; want none", after-before)
 	}
 }

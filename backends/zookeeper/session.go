@@ -36,22 +36,22 @@ type session struct {
 	endErr    error         // why it ended, set before dead is closed
 	gone      chan struct{} // closed when go-zookeeper's goroutines have ended
 
-	mu        sync.Mutex
-	held      map[string]heldLease
-	joined    map[string]int          // group → partitions
-	leaveRev  int64                   // zxid of the session's last leave
-	groupsRev int64                   // Digest.Groups as last reported
-	b2        *time.Timer             // B2: closes the session when renewals stop
-	b2At      time.Time               // B2: when it closes, unless a renewal moves it
-	b2Lapsed  bool                    // B2: the session is closing; no renewal counts
-	storeAt   time.Time               // local time when storeTime was read (sent)
-	storeTime time.Time               // the store's clock at the last renewal
-	releasing map[string]int          // own deletes of lease nodes not yet seen as events
-	resv      map[string]*reservation // this session's reservations (queue.go)
-	refusedAt map[string]time.Time    // names refused lately, for the Watch that follows
-	qLeases   int                     // leases held through a reservation: no child of the session node
-	qVersion  uint64                  // acquisitions and releases of those (the digest's share)
-	lastStat  zk.Stat                 // the session node's latest Stat a reply carried (lastDigest)
+	mu          sync.Mutex
+	held        map[string]heldLease
+	joined      map[string]int          // group → partitions
+	leaveRev    int64                   // zxid of the session's last leave
+	groupsRev   int64                   // Digest.Groups as last reported
+	b2          *time.Timer             // B2: closes the session when renewals stop
+	b2At        time.Time               // B2: when it closes, unless a renewal moves it
+	b2Lapsed    bool                    // B2: the session is closing; no renewal counts
+	storeAt     time.Time               // local time when storeTime was read (sent)
+	storeTime   time.Time               // the store's clock at the last renewal
+	releasing   map[string]int          // own deletes of lease nodes not yet seen as events
+	resv        map[string]*reservation // this session's reservations (queue.go)
+	refusedLast map[string]bool         // names whose last call was a refused Acquire, for the Watch that follows
+	qLeases     int                     // leases held through a reservation: no child of the session node
+	qVersion    uint64                  // acquisitions and releases of those (the digest's share)
+	lastStat    zk.Stat                 // the session node's latest Stat a reply carried (lastDigest)
 
 	watches watcher
 }
@@ -97,18 +97,18 @@ func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions)
 	start := time.Now()
 	ttl := min(opts.TTL, b.maxLease)
 	s := &session{
-		b:         b,
-		identity:  []byte(opts.Identity),
-		paths:     b.paths,
-		ready:     make(chan struct{}),
-		up:        make(chan struct{}),
-		dead:      make(chan struct{}),
-		gone:      make(chan struct{}),
-		held:      make(map[string]heldLease),
-		joined:    make(map[string]int),
-		releasing: make(map[string]int),
-		resv:      make(map[string]*reservation),
-		refusedAt: make(map[string]time.Time),
+		b:           b,
+		identity:    []byte(opts.Identity),
+		paths:       b.paths,
+		ready:       make(chan struct{}),
+		up:          make(chan struct{}),
+		dead:        make(chan struct{}),
+		gone:        make(chan struct{}),
+		held:        make(map[string]heldLease),
+		joined:      make(map[string]int),
+		releasing:   make(map[string]int),
+		resv:        make(map[string]*reservation),
+		refusedLast: make(map[string]bool),
 	}
 	s.watches.s = s
 	s.w = newWire(b.dial, b.servers, b.dialBound(ttl), true)
