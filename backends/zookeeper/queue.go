@@ -333,7 +333,6 @@ func (s *session) watchQueue(c *zk.Conn, name string) (bool, error) {
 // turnRead is what a reservation's turn reads: the queue's children, the
 // lease node (until a read found none) and the value node.
 type turnRead struct {
-	seq                             int // the watcher's events of the name when it was sent
 	done                            chan struct{}
 	children                        []string
 	leaseData, value                []byte
