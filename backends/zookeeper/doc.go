@@ -105,13 +105,24 @@
 // r/q/<name> (one write, while it waits) and watches its predecessor, or
 // the lease node if it is first. The holder of a name is its lease node
 // while that exists, else the first reservation: a release hands the lease
-// over with no write by the next holder, whose Acquire is one round trip of
-// reads (the queue, then, pipelined behind it, the lease node and the value
-// node) and whose token is the reservation's czxid. Those reads are sent
-// by go-zookeeper's event callback itself, as soon as the deletion of the
+// over with no write by the next holder, whose token is the reservation's
+// czxid. A reservation that knows the deletion of the node it watches makes
+// it the holder — it watches the lease node while it is first, or the
+// first reservation while no lease node exists — is granted by that
+// deletion's event: its Acquire makes no call at all, since the session
+// also watches the value node meanwhile and keeps its data (ZooKeeper
+// delivers a connection's events in the order of the changes, so a value
+// stored before the release has told its event first; any change of the
+// connection's state drops what it kept, and a value not known is read).
+// Otherwise its Acquire is one round trip of reads (the queue, then,
+// pipelined behind it, the lease node and the value node), sent by
+// go-zookeeper's event callback itself as soon as the deletion of the
 // watched node arrives, so that the engine's Acquire, a few goroutine hops
 // later, finds them answered or on their way; it uses them only if they
 // grant (a grant does not go stale, see below), and reads again otherwise.
+// A graceful hand-off between two nodes is thus the release's write and
+// the event, where go-zookeeper's lock recipe reads the children after
+// the event.
 // A lease node is created only in a multi that also creates and deletes the
 // queue node, so only while no queue exists: every reservation was created
 // after the lease node of its time, reservations are granted in the order
@@ -291,7 +302,8 @@
 // reconnection go-zookeeper sets the watches again with the last zxid seen,
 // and ZooKeeper then delivers what happened meanwhile. A graceful hand-off
 // thus takes the release, the event and the next holder's acquisition,
-// which is a read for a candidate that had queued: a few milliseconds.
+// which for a candidate that had queued is no call, or a read: about a
+// millisecond.
 //
 // # ACLs
 //

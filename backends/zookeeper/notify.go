@@ -30,6 +30,7 @@ type watcher struct {
 	exists  map[string]bool         // whether the lease node existed, as last seen
 	target  map[string]string       // the node whose watch is set, if not the lease node (queue.go)
 	queue   map[string]bool         // names whose queue node is watched too (watchQueue)
+	values  map[string]bool         // names whose value node to watch and read again (watchValue)
 	reserve map[string]*reservation // reservations to create (queue.go)
 	remove  []string                // reservation nodes to delete
 	sweep   map[string]bool         // names whose unknown reservations to delete
@@ -48,6 +49,7 @@ func (w *watcher) init() {
 		w.exists = make(map[string]bool)
 		w.target = make(map[string]string)
 		w.queue = make(map[string]bool)
+		w.values = make(map[string]bool)
 		w.reserve = make(map[string]*reservation)
 		w.sweep = make(map[string]bool)
 		w.wake = make(chan struct{}, 1)
@@ -198,8 +200,8 @@ func (w *watcher) run() {
 				w.arm[name] = true
 			}
 		}
-		fire, arm := w.fire, w.arm
-		w.fire, w.arm = make(map[string]bool), make(map[string]bool)
+		fire, arm, values := w.fire, w.arm, w.values
+		w.fire, w.arm, w.values = make(map[string]bool), make(map[string]bool), make(map[string]bool)
 		for name := range fire {
 			if w.own[name] > 0 {
 				if w.own[name]--; w.own[name] == 0 {
@@ -216,6 +218,9 @@ func (w *watcher) run() {
 		w.mu.Unlock()
 		for name := range fire {
 			w.reg.FireFrom("", name)
+		}
+		for name := range values {
+			_ = s.watchValue(s.conn, name) // not ok: the turn reads it
 		}
 		for name := range arm {
 			if fire[name] && s.reserved(name) {
@@ -236,6 +241,9 @@ func (w *watcher) run() {
 			}
 			if err == nil && alone {
 				queue, err = s.watchQueue(s.conn, name)
+			}
+			if err == nil && !alone {
+				_ = s.watchValue(s.conn, name) // not ok: the turn reads it
 			}
 			w.mu.Lock()
 			// An event of the name since the call may already have
@@ -279,6 +287,17 @@ func (w *watcher) run() {
 // event records an event of the session's connection (called by
 // go-zookeeper's callback: it must not block).
 func (w *watcher) event(ev zk.Event) {
+	if name, ok := strings.CutPrefix(ev.Path, w.s.paths.values()+"/"); ok {
+		if w.s.valueEvent(name) { // a reservation's cache (queue.go)
+			w.mu.Lock()
+			if w.count != nil {
+				w.values[name] = true
+			}
+			w.mu.Unlock()
+			w.signal()
+		}
+		return
+	}
 	name, ok := strings.CutPrefix(ev.Path, w.s.paths.leases()+"/")
 	queued := false
 	if !ok {
@@ -314,7 +333,7 @@ func (w *watcher) event(ev zk.Event) {
 		}
 		w.mu.Unlock()
 		if prefetch {
-			w.s.prefetch(name) // the turn's reads, sent at once (queue.go)
+			w.s.prefetch(name, ev.Path) // the turn's reads, sent at once (queue.go)
 		}
 		w.signal()
 		return
@@ -337,7 +356,7 @@ func (w *watcher) event(ev zk.Event) {
 	}
 	w.mu.Unlock()
 	if prefetch {
-		w.s.prefetch(name) // if the session is first in the queue (queue.go)
+		w.s.prefetch(name, ev.Path) // if the session has a reservation (queue.go)
 	}
 	w.signal()
 }
@@ -372,6 +391,7 @@ func (w *watcher) reconnected() {
 		if !w.armed[name] {
 			w.arm[name] = true
 		}
+		w.values[name] = true // the reservations' caches (queue.go)
 	}
 	w.mu.Unlock()
 	w.signal() // also retries what reservations() could not do

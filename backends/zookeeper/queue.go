@@ -58,6 +58,28 @@ type reservation struct {
 	dropped bool           // nobody here waits for it any more: delete it (guarded by s.mu)
 	noLease bool           // a read after its creation found no lease node (guarded by s.mu)
 	pre     *turnRead      // the turn's reads, sent on the event that called for it (guarded by s.mu)
+
+	// firstAfter is the node whose deletion makes r the holder (guarded by
+	// s.mu): the lease node, watched while r was first in the queue, or the
+	// reservation just before r, watched while it was first and no lease
+	// node existed. No reservation can be queued before r, nor a lease node
+	// created, while r exists, so the deletion's event is the grant.
+	firstAfter string
+	val        valueCache // the value node, as the events received tell it (guarded by s.mu)
+}
+
+// valueCache is the value node of a reserved name as of the latest event
+// the session received, kept by a watch on the node (watchValue), so that
+// a turn granted by an event (firstAfter) needs no read at all: ZooKeeper
+// delivers a connection's events in the order of the changes, so a change
+// of the value made before the release has told its event (and made the
+// cache not ok) before the release's event arrives. Any event of the
+// connection's state (a disconnection, a reconnection, whose replayed
+// events need not come in order) makes it not ok.
+type valueCache struct {
+	ok   bool   // data is the node's data as of the latest event
+	data []byte // nil: no value node
+	seq  int    // events of the value node (and of the connection's state) so far
 }
 
 // reservable reports whether name may be reserved: not a partition.
@@ -306,10 +328,104 @@ func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lea
 			pred, predSeq = child, n
 		}
 	}
-	if pred == "" || !slices.Contains(children, own) {
+	if !slices.Contains(children, own) {
 		return prefix + name, true, false, nil
 	}
-	return s.paths.queue(name) + "/" + pred, false, false, nil
+	if pred == "" {
+		s.setFirstAfter(r, prefix+name)
+		return prefix + name, true, false, nil
+	}
+	path = s.paths.queue(name) + "/" + pred
+	s.mu.Lock()
+	noLease := r.noLease
+	s.mu.Unlock()
+	if !noLease {
+		exists, _, err := c.Exists(s.paths.lease(name))
+		if err != nil {
+			return "", false, false, err
+		}
+		if !exists {
+			s.mu.Lock()
+			r.noLease = true // none can be created while r exists
+			s.mu.Unlock()
+		}
+		noLease = !exists
+	}
+	if noLease && pred == firstReservation(children) {
+		s.setFirstAfter(r, path)
+	} else {
+		s.setFirstAfter(r, "")
+	}
+	return path, false, false, nil
+}
+
+// setFirstAfter records, before its watch is set, the node whose deletion
+// makes r the holder ("": none known).
+func (s *session) setFirstAfter(r *reservation, path string) {
+	s.mu.Lock()
+	r.firstAfter = path
+	s.mu.Unlock()
+}
+
+// watchValue sets a watch on the value node of name and reads it into the
+// cache of the session's reservation of name, unless the cache is ok.
+func (s *session) watchValue(c *zk.Conn, name string) error {
+	s.mu.Lock()
+	r := s.resv[name]
+	if r == nil || r.dropped || r.path == "" || r.val.ok {
+		s.mu.Unlock()
+		return nil
+	}
+	seq := r.val.seq
+	s.mu.Unlock()
+	for range 4 {
+		data, _, _, err := c.GetW(s.paths.value(name))
+		exists := err == nil
+		if errors.Is(err, zk.ErrNoNode) {
+			// No node: watch its creation; created meanwhile: read it.
+			if exists, _, _, err = c.ExistsW(s.paths.value(name)); err == nil && exists {
+				continue
+			}
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case !exists:
+			data = nil
+		case data == nil:
+			data = []byte{}
+		}
+		s.mu.Lock()
+		if r.val.seq == seq {
+			r.val = valueCache{ok: true, data: data, seq: seq}
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	return nil // it kept changing: the turn reads it
+}
+
+// valueEvent records an event of the value node of name, or, with name
+// "", of the connection's state: the cache is not ok any more. It reports
+// whether the reservation of name wants its watch set again.
+func (s *session) valueEvent(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if name == "" {
+		for _, r := range s.resv {
+			r.val.ok = false
+			r.val.seq++
+		}
+		return false
+	}
+	r := s.resv[name]
+	if r == nil {
+		return false
+	}
+	r.val.ok = false
+	r.val.seq++
+	return !r.dropped
 }
 
 // watchQueue sets a watch on the queue of name for a session that has no
@@ -339,6 +455,7 @@ type turnRead struct {
 	lease                           *zk.Stat
 	childrenErr, leaseErr, valueErr error
 	err                             error
+	won                             bool // the event granted r (firstAfter): only the value is read
 }
 
 // read sends the turn's reads of name on c: the queue's children, then,
@@ -387,22 +504,39 @@ func (t *turnRead) grants(r *reservation) bool {
 // turn arrives (the deletion of the node it watches), the reads the
 // turn's Acquire needs, so that the engine's Acquire, a few goroutine hops
 // later, finds them answered or on their way (takeTurn).
-func (s *session) prefetch(name string) {
+func (s *session) prefetch(name, path string) {
 	s.mu.Lock()
 	r := s.resv[name]
 	if r == nil || r.path == "" || r.dropped {
 		s.mu.Unlock()
 		return
 	}
-	t := &turnRead{done: make(chan struct{})}
+	t := &turnRead{done: make(chan struct{}), won: r.firstAfter != "" && r.firstAfter == path}
 	r.pre = t
 	readLease := !r.noLease
+	if t.won && r.val.ok {
+		// Granted by the event, with the value as of it: nothing to read.
+		if r.val.data == nil {
+			t.valueErr = zk.ErrNoNode
+		} else {
+			t.value = append([]byte{}, r.val.data...)
+		}
+		close(t.done)
+		s.mu.Unlock()
+		return
+	}
 	s.mu.Unlock()
 	go func() {
 		defer close(t.done)
 		ctx, cancel := context.WithTimeout(context.Background(), reserveBound)
 		defer cancel()
-		t.err = s.do(ctx, "acquire", name, func(c *zk.Conn) error { return t.read(s, c, name, readLease) })
+		t.err = s.do(ctx, "acquire", name, func(c *zk.Conn) error {
+			if t.won {
+				t.value, _, t.valueErr = c.Get(s.paths.value(name))
+				return absent(t.valueErr)
+			}
+			return t.read(s, c, name, readLease)
+		})
 	}()
 }
 
@@ -441,11 +575,18 @@ func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g 
 		case <-ctx.Done():
 			return backends.Grant{}, true, s.fail(ctx, op, name, ctx.Err())
 		}
-		if t.err != nil || !t.grants(r) {
+		if t.err != nil || !t.won && !t.grants(r) {
 			t = nil // read again, within ctx: only a grant does not go stale
 		}
 	} else {
 		t = nil
+	}
+	if t != nil && t.won {
+		// Granted by the event, perhaps without a call: the session must
+		// still be alive (s.do checks that otherwise).
+		if err := s.alive(ctx, op, name); err != nil {
+			return backends.Grant{}, true, err
+		}
 	}
 	if t == nil {
 		t = &turnRead{}
@@ -455,46 +596,48 @@ func (s *session) takeTurn(ctx context.Context, name string, r *reservation) (g 
 		}
 	}
 	children, leaseData, lease, value, valueErr, childrenErr := t.children, t.leaseData, t.lease, t.value, t.valueErr, t.childrenErr
-	mine := r.path[strings.LastIndexByte(r.path, '/')+1:]
-	if errors.Is(childrenErr, zk.ErrNoNode) || !slices.Contains(children, mine) {
-		// Gone behind the session's back.
-		s.mu.Lock()
-		if s.resv[name] == r {
-			delete(s.resv, name)
-		}
-		s.mu.Unlock()
-		return backends.Grant{}, false, nil
-	}
-	if lease == nil {
-		s.mu.Lock()
-		r.noLease = true
-		s.mu.Unlock()
-	} else {
-		sid, identity := parseLeaseData(leaseData)
-		if sid == s.id {
-			return backends.Grant{}, false, nil // a lease node of its own: adopted by the multi's path
-		}
-		return backends.Grant{}, true, s.heldBy(name, sid, identity, lease.Czxid)
-	}
-	if first := firstReservation(children); first != mine {
-		if sid, _, _ := reservationSeq(first); sid == s.id {
-			// A reservation of its own it did not know of (a creation
-			// whose reply was lost): delete it, and look again.
-			path := s.paths.queue(name) + "/" + first
-			err := s.do(ctx, op, name, func(c *zk.Conn) error { return c.Delete(path, -1) })
-			if err != nil && !errors.Is(err, zk.ErrNoNode) {
-				return backends.Grant{}, true, s.fail(ctx, op, name, err)
+	if !t.won { // else the event granted r (firstAfter)
+		mine := r.path[strings.LastIndexByte(r.path, '/')+1:]
+		if errors.Is(childrenErr, zk.ErrNoNode) || !slices.Contains(children, mine) {
+			// Gone behind the session's back.
+			s.mu.Lock()
+			if s.resv[name] == r {
+				delete(s.resv, name)
 			}
+			s.mu.Unlock()
 			return backends.Grant{}, false, nil
 		}
-		h, err := s.queueHolder(ctx, op, name, first)
-		if err != nil {
-			return backends.Grant{}, true, err
+		if lease == nil {
+			s.mu.Lock()
+			r.noLease = true
+			s.mu.Unlock()
+		} else {
+			sid, identity := parseLeaseData(leaseData)
+			if sid == s.id {
+				return backends.Grant{}, false, nil // a lease node of its own: adopted by the multi's path
+			}
+			return backends.Grant{}, true, s.heldBy(name, sid, identity, lease.Czxid)
 		}
-		if h.Session == "" {
-			return backends.Grant{}, false, nil // it went meanwhile: try again
+		if first := firstReservation(children); first != mine {
+			if sid, _, _ := reservationSeq(first); sid == s.id {
+				// A reservation of its own it did not know of (a creation
+				// whose reply was lost): delete it, and look again.
+				path := s.paths.queue(name) + "/" + first
+				err := s.do(ctx, op, name, func(c *zk.Conn) error { return c.Delete(path, -1) })
+				if err != nil && !errors.Is(err, zk.ErrNoNode) {
+					return backends.Grant{}, true, s.fail(ctx, op, name, err)
+				}
+				return backends.Grant{}, false, nil
+			}
+			h, err := s.queueHolder(ctx, op, name, first)
+			if err != nil {
+				return backends.Grant{}, true, err
+			}
+			if h.Session == "" {
+				return backends.Grant{}, false, nil // it went meanwhile: try again
+			}
+			return backends.Grant{}, true, fmt.Errorf("%s: %w", opName(op, name), &backends.HeldError{Name: name, Holder: h})
 		}
-		return backends.Grant{}, true, fmt.Errorf("%s: %w", opName(op, name), &backends.HeldError{Name: name, Holder: h})
 	}
 	if now, ok := s.storeNow(); ok && now.Before(s.gen.guardEnd) {
 		return backends.Grant{}, true, s.recovering(name, s.gen.guardEnd.Sub(now))

@@ -496,33 +496,141 @@ func TestFollowerWokenAlongReservations(t *testing.T) {
 	}
 }
 
-// The reads of a reservation's turn are sent when the event that calls
-// for it arrives: once they are answered, the Acquire that takes the turn
-// sends nothing.
-func TestTurnPrefetched(t *testing.T) {
+// A reservation that the deletion of the node it watches makes the holder
+// (the lease node while it is first; the first reservation, with no lease
+// node, while it is second) is granted by that event: with the value node
+// watched meanwhile, the Acquire that takes the turn sends nothing, from
+// the release on, and returns the value the previous holder stored last.
+func TestTurnGrantedByEvent(t *testing.T) {
 	t.Parallel()
 	e := newQueueEnv(t)
-	var cnt counter
-	e.b = sameRoot(t, e.b, e.servers, WithDialer(cnt.dial))
 	a, b := e.open("node a"), e.open("node b")
+	var cnt counter
+	counted := e.b
+	e.b = sameRoot(t, e.b, e.servers, WithDialer(cnt.dial))
+	c := e.open("node c") // counted
+	e.b = counted
+	// valueReady waits until s's reservation of the lease knows the value.
+	valueReady := func(s backends.Session, want string) {
+		t.Helper()
+		zs := zkSession(t, s)
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			zs.mu.Lock()
+			r := zs.resv["lease"]
+			ok := r != nil && r.val.ok && string(r.val.data) == want && r.firstAfter != ""
+			zs.mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's reservation does not know the value %q, or what grants it, within 5s", s.ID(), want)
+			}
+		}
+	}
 	ga, err := a.Acquire(e.ctx, "lease")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, fired := e.refuse(b, "lease")
-	if err := a.PutValue(e.ctx, "lease", ga.Token, []byte("last")); err != nil {
+	// c first in the queue, behind a's lease node.
+	_, _, firedC := e.refuse(c, "lease")
+	if err := a.PutValue(e.ctx, "lease", ga.Token, []byte("a1")); err != nil {
 		t.Fatal(err)
+	}
+	valueReady(c, "a1")
+	if err := a.PutValue(e.ctx, "lease", ga.Token, []byte("a2")); err != nil {
+		t.Fatal(err)
+	}
+	valueReady(c, "a2")
+	before, _ := cnt.snapshot()
+	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(t, firedC, "a's release")
+	gc, err := c.Acquire(e.ctx, "lease")
+	after, _ := cnt.snapshot()
+	if err != nil {
+		t.Fatalf("c's turn: %v", err)
+	}
+	if gc.Token <= ga.Token || string(gc.Value) != "a2" {
+		t.Errorf("c's grant = token %d, value %q; want above %d, value a2", gc.Token, gc.Value, ga.Token)
+	}
+	if n := after - before; n > 1 { // 1: a keep-alive of c's may fall in
+		t.Errorf("c's turn granted by the release's event sent %d requests; want none", n)
+	}
+	// b second, behind c's reservation, with no lease node.
+	_, _, firedB := e.refuse(b, "lease")
+	valueReady(b, "a2")
+	if err := c.PutValue(e.ctx, "lease", gc.Token, []byte("c1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Release(e.ctx, "lease", gc.Token); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(t, firedB, "c's release")
+	gb, err := b.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatalf("b's turn: %v", err)
+	}
+	if gb.Token <= gc.Token || string(gb.Value) != "c1" {
+		t.Errorf("b's grant = token %d, value %q; want above %d, value c1 (stored right before the release)", gb.Token, gb.Value, gc.Token)
+	}
+}
+
+// A reservation that cannot know that the deletion of the node it watches
+// makes it the holder (it is second, set behind the first while a lease
+// node existed) has its turn's reads sent when the event arrives: once
+// they are answered, the Acquire that takes the turn sends nothing.
+func TestTurnPrefetched(t *testing.T) {
+	t.Parallel()
+	e := newQueueEnv(t)
+	a, b := e.open("node a"), e.open("node b")
+	var cnt counter
+	plain := e.b
+	e.b = sameRoot(t, e.b, e.servers, WithDialer(cnt.dial))
+	c := e.open("node c") // counted
+	e.b = plain
+	ga, err := a.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, firedB := e.refuse(b, "lease")
+	_, _, firedC := e.refuse(c, "lease")
+	zc := zkSession(t, c)
+	// c's watch set on b's reservation while a's lease node exists.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		zc.watches.mu.Lock()
+		set := zc.watches.target["lease"] != ""
+		zc.watches.mu.Unlock()
+		if set {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("c's watch of b's reservation not set within 5s")
+		}
 	}
 	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
 		t.Fatal(err)
 	}
-	waitFired(t, fired, "the release")
-	zb := zkSession(t, b)
-	zb.mu.Lock()
-	pre := zb.resv["lease"].pre
-	zb.mu.Unlock()
+	waitFired(t, firedB, "a's release")
+	gb, err := b.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutValue(e.ctx, "lease", gb.Token, []byte("last")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Release(e.ctx, "lease", gb.Token); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(t, firedC, "b's release")
+	zc.mu.Lock()
+	pre := zc.resv["lease"].pre
+	zc.mu.Unlock()
 	if pre == nil {
 		t.Fatal("no reads sent on the release's event")
+	}
+	if pre.won {
+		t.Fatal("c took b's release for its grant, though it was set behind b while a's lease node existed")
 	}
 	select {
 	case <-pre.done:
@@ -530,17 +638,15 @@ func TestTurnPrefetched(t *testing.T) {
 		t.Fatal("the prefetched reads not answered within 5s")
 	}
 	before, _ := cnt.snapshot()
-	gb, err := b.Acquire(e.ctx, "lease")
+	gc, err := c.Acquire(e.ctx, "lease")
 	if err != nil {
-		t.Fatalf("b's turn: %v", err)
+		t.Fatalf("c's turn: %v", err)
 	}
 	after, _ := cnt.snapshot()
-	if gb.Token <= ga.Token || string(gb.Value) != "last" {
-		t.Errorf("b's grant = token %d, value %q; want above %d, value last", gb.Token, gb.Value, ga.Token)
+	if gc.Token <= gb.Token || string(gc.Value) != "last" {
+		t.Errorf("c's grant = token %d, value %q; want above %d, value last", gc.Token, gc.Value, gb.Token)
 	}
-	// a's requests count too: a sends nothing meanwhile (its keep-alive
-	// may, rarely: then this reads 1).
-	if after-before > 1 {
-		t.Errorf("b's Acquire of a prefetched turn sent %d requests; want none", after-before)
+	if n := after - before; n > 1 { // 1: a keep-alive of c's may fall in
+		t.Errorf("c's Acquire of a prefetched turn sent %d requests; want none", n)
 	}
 }

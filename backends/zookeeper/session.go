@@ -237,6 +237,7 @@ func (s *session) ID() backends.SessionID { return backends.SessionID(s.id) }
 // event is go-zookeeper's event callback: it must not block.
 func (s *session) event(ev zk.Event) {
 	if ev.Type == zk.EventSession {
+		s.valueEvent("") // replayed events need not come in order (queue.go)
 		switch ev.State {
 		case zk.StateHasSession:
 			s.readyOnce.Do(func() { close(s.ready) })
