@@ -229,6 +229,13 @@
 // after that moment is not sent, and one answered after the backend decided
 // to close the session fails with it.
 //
+// A session closed (by Close, or by B2) while go-zookeeper reconnects is
+// closed on the server once it has reconnected: go-zookeeper's Conn.Close
+// sends no closeSession while it is not connected (v1.0.4), which would
+// leave the session's leases taken until the server expired it. The wait is
+// at most the session's timeout, no call runs meanwhile, and a closed
+// backend does not wait.
+//
 // go-zookeeper pings the server every third of the session timeout,
 // whatever else it wrote. The backend drops those pings and pings a
 // connection only once half the timeout passed without a write, as

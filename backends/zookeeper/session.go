@@ -284,11 +284,49 @@ func (s *session) end(err error) {
 		delete(s.b.sessions, s)
 		s.b.mu.Unlock()
 		s.watches.close()
-		s.w.end()
-		if conn != nil {
-			go conn.Close()
+		if conn == nil {
+			s.w.end()
+			return
 		}
+		go s.closeConn(conn, err)
 	})
+}
+
+// closeConn closes the connection of a session that ended for err.
+// go-zookeeper's Conn.Close sends the closeSession request only while it
+// is connected (v1.0.4): during a reconnection it ends its loop at once,
+// and the server keeps the session, and its leases, until it expires them.
+// So a session closed (by Close, or by B2) while its connection is down
+// lets go-zookeeper reconnect, and closes once it has — at most the
+// session's timeout later, by when the server has expired it anyway, and
+// not once the backend is closed. No call runs meanwhile: the session has
+// ended. A session that ZooKeeper expired has nothing to close on the
+// server, and a closed backend does not wait.
+func (s *session) closeConn(conn *zk.Conn, err error) {
+	defer conn.Close()
+	defer s.w.end()
+	if errors.Is(err, errExpired) || !errors.Is(err, backends.ErrSessionExpired) || errors.Is(err, backends.ErrClosed) {
+		return
+	}
+	s.mu.Lock()
+	up := s.up
+	s.mu.Unlock()
+	select {
+	case <-up:
+		return
+	default:
+	}
+	timeout := s.w.negotiated()
+	if timeout <= 0 {
+		timeout = s.b.maxLease
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-up:
+	case <-t.C:
+	case <-s.b.closing:
+	}
 }
 
 // waitGone waits, at most d, until go-zookeeper's goroutines of the session
@@ -629,8 +667,9 @@ func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 
 // Close closes the ZooKeeper session: ZooKeeper deletes its ephemeral
 // nodes (leases, memberships, the marker) at once, waking watchers. It
-// waits for the connection to end until ctx ends. Closing a session that
-// has ended returns nil.
+// waits for the connection to end until ctx ends; while go-zookeeper
+// reconnects, the connection is closed once it has reconnected (closeConn).
+// Closing a session that has ended returns nil.
 func (s *session) Close(ctx context.Context) error {
 	if s.isDead() {
 		return nil
