@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/simba-go/simba/backends/internal/sweeper"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -78,10 +80,7 @@ type Backend struct {
 	// The sweeps of closed sessions that held more than one close call
 	// releases, which go on after Close returned (see sweep); Close of the
 	// backend stops them and waits for them.
-	sweepMu   sync.Mutex
-	sweeps    sync.WaitGroup
-	sweepCtx  context.Context
-	sweepStop context.CancelFunc
+	sweeps *sweeper.Sweeper
 }
 
 var (
@@ -168,7 +167,7 @@ func build(pool *pgxpool.Pool, o options) (*Backend, error) {
 		logger:    o.logger,
 		migrating: make(chan struct{}, 1),
 	}
-	b.sweepCtx, b.sweepStop = context.WithCancel(context.Background())
+	b.sweeps = sweeper.New()
 	if o.schema != nil {
 		b.schema = *o.schema
 	}
@@ -223,11 +222,8 @@ func validSchema(s string) error {
 // returns nil.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
-		b.sweepMu.Lock()
 		b.closed.Store(true)
-		b.sweepMu.Unlock()
-		b.sweepStop()
-		b.sweeps.Wait()
+		b.sweeps.Close()
 		b.feed.Close()
 		b.follow.close()
 		if b.ownsPool {

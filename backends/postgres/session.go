@@ -175,29 +175,14 @@ const sweepCallTimeout = 5 * time.Second
 // or an acquire of one of its leases, then finishes the job), or the
 // backend is closed.
 func (b *Backend) sweep(id string) {
-	b.sweepMu.Lock()
-	defer b.sweepMu.Unlock()
-	if b.closed.Load() {
-		return
-	}
-	b.sweeps.Add(1)
-	go func() {
-		defer b.sweeps.Done()
-		for b.sweepCtx.Err() == nil {
-			ctx, cancel := context.WithTimeout(b.sweepCtx, sweepCallTimeout)
-			var status string
-			err := b.call(ctx, "close", "", func(q querier) error {
-				return q.QueryRow(ctx, b.sql.close, id, b.notify).Scan(&status)
-			})
-			cancel()
-			if err != nil {
-				b.logger.Debug("simbapg: sweeping a closed session stopped; other sessions' calls reap the rest",
-					slog.String("schema", b.schema), slog.Any("err", err))
-				return
-			}
-			if status != "MORE" {
-				return
-			}
-		}
-	}()
+	b.sweeps.Go(sweepCallTimeout, func(ctx context.Context) (bool, error) {
+		var status string
+		err := b.call(ctx, "close", "", func(q querier) error {
+			return q.QueryRow(ctx, b.sql.close, id, b.notify).Scan(&status)
+		})
+		return err == nil && status == "MORE", err
+	}, func(err error) {
+		b.logger.Debug("simbapg: sweeping a closed session stopped; other sessions' calls reap the rest",
+			slog.String("schema", b.schema), slog.Any("err", err))
+	})
 }

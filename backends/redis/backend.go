@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/simba-go/simba/backends/internal/sweeper"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/backends"
@@ -71,10 +73,7 @@ type Backend struct {
 	// The sweeps of closed sessions that held more than one close call
 	// releases, which go on after Close returned (see sweep); Close of the
 	// backend stops them and waits for them.
-	sweepMu   sync.Mutex
-	sweeps    sync.WaitGroup
-	sweepCtx  context.Context
-	sweepStop context.CancelFunc
+	sweeps *sweeper.Sweeper
 }
 
 var (
@@ -164,7 +163,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 		readOnly: o.readOnly,
 	}
 	b.node = randomNode()
-	b.sweepCtx, b.sweepStop = context.WithCancel(context.Background())
+	b.sweeps = sweeper.New()
 	b.metaKeys = []string{b.keys.meta()}
 	b.baseArg = b.keys.base
 	b.maxLeaseArg = strconv.FormatInt(micros(o.maxLease), 10)
@@ -229,11 +228,8 @@ func (d driverLogger) Printf(ctx context.Context, format string, v ...any) {
 func (b *Backend) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
-		b.sweepMu.Lock()
 		b.closed.Store(true)
-		b.sweepMu.Unlock()
-		b.sweepStop()
-		b.sweeps.Wait()
+		b.sweeps.Close()
 		b.feed.Close()
 		if b.ownsClient {
 			err = b.client.Close()

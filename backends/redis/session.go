@@ -154,26 +154,11 @@ const sweepCallTimeout = 5 * time.Second
 // backend's, until none is left, a call fails (other sessions' renewals then
 // reap the rest), or the backend is closed.
 func (b *Backend) sweep(id any) {
-	b.sweepMu.Lock()
-	defer b.sweepMu.Unlock()
-	if b.closed.Load() {
-		return
-	}
-	b.sweeps.Add(1)
-	go func() {
-		defer b.sweeps.Done()
-		for b.sweepCtx.Err() == nil {
-			ctx, cancel := context.WithTimeout(b.sweepCtx, sweepCallTimeout)
-			r, err := b.run(ctx, scriptClose, "close", id)
-			cancel()
-			if err != nil {
-				b.logger.Debug("simbaredis: sweeping a closed session stopped; other sessions' renewals reap the rest",
-					slog.String("prefix", b.prefix), slog.Any("err", err))
-				return
-			}
-			if r.status() != "MORE" {
-				return
-			}
-		}
-	}()
+	b.sweeps.Go(sweepCallTimeout, func(ctx context.Context) (bool, error) {
+		r, err := b.run(ctx, scriptClose, "close", id)
+		return err == nil && r.status() == "MORE", err
+	}, func(err error) {
+		b.logger.Debug("simbaredis: sweeping a closed session stopped; other sessions' renewals reap the rest",
+			slog.String("prefix", b.prefix), slog.Any("err", err))
+	})
 }
