@@ -266,7 +266,26 @@ func testLockTakesTurns(t *testing.T, h *EngineHarness) {
 // A1, H1, T2, F5: the leader stops gracefully and the other node takes over
 // at once, woken by the release notification rather than by its next
 // attempt (every RenewInterval/2 plus jitter).
+//
+// The scenario needs a to lead until it stops. On a loaded machine a's
+// session can go a whole lease without a renewal through (CI saw a's term
+// end with "deadline passed" and c take over before the stop): that run
+// measured no hand-off, so the scenario runs again on a new namespace, up to
+// three times; every run checks T2.
 func testHandOff(t *testing.T, h *EngineHarness) {
+	for run := 1; ; run++ {
+		if handOffOnce(t, h) || t.Failed() {
+			return
+		}
+		if run == 3 {
+			t.Fatalf("in %d runs the leader lost its term before it stopped: no graceful hand-off was measured", run)
+		}
+	}
+}
+
+// handOffOnce runs testHandOff's scenario once, and reports whether a still
+// led when it stopped (so whether the run measured a hand-off).
+func handOffOnce(t *testing.T, h *EngineHarness) bool {
 	b := h.New(t)
 	cfg := h.config()
 	cl := enginetest.NewCluster(t, cfg)
@@ -282,20 +301,25 @@ func testHandOff(t *testing.T, h *EngineHarness) {
 	a.Stop("report")
 	tc := c.WaitElected(2 * h.Lease)
 	took := time.Since(start)
-	t.Logf("graceful hand-off took %v", took)
 	ta.WaitEnded(t, time.Second)
+	if !ta.EndedAt.Before(tc.ElectedAt) {
+		t.Errorf("a's term ended at %v, after c was elected at %v: two valid terms (T2)", ta.EndedAt, tc.ElectedAt)
+	}
+	if ta.Reason != runtime.ReasonStopped && ta.EndedAt.Before(start) {
+		t.Logf("a's term ended with %v %v before a stopped; running the scenario again", ta.Reason, start.Sub(ta.EndedAt))
+		return false
+	}
+	t.Logf("graceful hand-off took %v", took)
 	if prompt := min(300*time.Millisecond, cfg.RenewInterval/2); took > prompt {
 		t.Errorf("graceful hand-off took %v; want it within %v, through the release notification (A1)", took, prompt)
 	}
 	if ta.Reason != runtime.ReasonStopped {
 		t.Errorf("a's term ended with %v; want %v", ta.Reason, runtime.ReasonStopped)
 	}
-	if !ta.EndedAt.Before(tc.ElectedAt) {
-		t.Errorf("a's term ended at %v, after c was elected at %v: two valid terms (T2)", ta.EndedAt, tc.ElectedAt)
-	}
 	if tc.Term.Token() <= ta.Term.Token() {
 		t.Errorf("c's token %d; want > a's %d (T2, F5)", tc.Term.Token(), ta.Term.Token())
 	}
+	return true
 }
 
 // §11 "store unreachable", S5, D4, T4, H3, S3: the leader's path to the
