@@ -118,7 +118,7 @@
 // -race, tests/zookeeper's timed elections fail. The whole tests module
 // takes about 2.5 minutes there.
 //
-// -faults.schedules (20) sets the schedules per backend; schedule i has
+// -faults.schedules (12) sets the schedules per backend; schedule i has
 // seed -faults.seed + i (a seed from the clock if 0, logged). `make soak`
 // runs 300 longer ones per backend.
 //

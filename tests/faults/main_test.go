@@ -12,7 +12,7 @@ import (
 // The flags of a run; see the package documentation.
 var (
 	flagSeed      = flag.Int64("faults.seed", 0, "seed of the first schedule (0: one from the clock); schedule i runs seed+i")
-	flagSchedules = flag.Int("faults.schedules", 20, "schedules per backend")
+	flagSchedules = flag.Int("faults.schedules", 12, "schedules per backend")
 	flagFaults    = flag.Int("faults.faults", 2, "faults per schedule")
 	flagLease     = flag.Duration("faults.lease", 1500*time.Millisecond, "lease duration of the nodes")
 	flagNodes     = flag.Int("faults.nodes", 3, "node processes per schedule")
