@@ -5,7 +5,9 @@
 // commented with the rules of docs/design.md it checks (S for sessions, T for leases and
 // tokens, F for fencing tokens, §12 for the backend contract, §15 for the
 // amnesia guard). A second call, [RunEngine], runs the engine (package
-// runtime) end to end on the backend, with fault scenarios; and three
+// runtime) end to end on the backend, with fault scenarios; a third,
+// [RunContention], has many nodes contend on it for a few seconds while
+// leaders hand over and links are cut; and three
 // benchmarks every backend shares, [BenchmarkAcquireRelease],
 // [BenchmarkKeepAlive] and [BenchmarkHandOff], measure it the same way
 // beside its store's own floor ([BenchHarness]).
