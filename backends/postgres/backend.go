@@ -287,17 +287,17 @@ func newStatements(schema string) statements {
 		return q + ")"
 	}
 	return statements{
-		open:      call("open_session", 4),
-		keepAlive: call("keep_alive", 2),
-		owned:     call("owned", 1),
-		acquire:   call("acquire", 6),
-		release:   call("release", 4),
-		holder:    call("holder", 2),
-		putValue:  call("put_value", 4),
-		join:      call("join_group", 4),
-		leave:     call("leave_group", 2),
-		members:   call("members_of", 2),
-		close:     call("close_session", 2),
+		open:         call("open_session", 4),
+		keepAlive:    call("keep_alive", 2),
+		owned:        call("owned", 1),
+		acquire:      call("acquire", 6),
+		release:      call("release", 4),
+		holder:       call("holder", 2),
+		putValue:     call("put_value", 4),
+		join:         call("join_group", 4),
+		leave:        call("leave_group", 2),
+		members:      call("members_of", 2),
+		close:        call("close_session", 2),
 		acquireBatch: call("acquire_batch", 6),
 		acquireEach: "SELECT a.* FROM unnest($2::text[], $3::text[], $4::integer[]) WITH ORDINALITY AS x(name, grp, part, i) " +
 			"CROSS JOIN LATERAL " + s + "acquire($1, x.name, x.grp, x.part, $5, $6) AS a ORDER BY x.i",
