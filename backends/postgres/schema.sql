@@ -539,11 +539,18 @@ $$;
 -- below the new one, undoes the run, whose names then go through acquire
 -- one by one); counts its grants in the session's digest in one UPDATE;
 -- and tells the grants of followed names (see granted).
+--
+-- Its statements look names up in the leases by the array: a plan cached
+-- while the table was small (PL/pgSQL keeps a generic plan per connection)
+-- would scan the whole table, each batch slower than the one before as it
+-- grows; enable_seqscan = off keeps them on the primary key (meta, which
+-- has one row, is still scanned), and jit = off keeps the cost that this
+-- adds to such a scan from compiling the statement (milliseconds).
 CREATE OR REPLACE FUNCTION acquire_batch(p_session text, p_names text[], p_groups text[], p_parts integer[],
     p_max_lease interval, p_notify boolean)
 RETURNS TABLE (status text, tok bigint, val bytea, n_leases integer, ver bigint,
     h_session text, h_identity text, h_remaining_us bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET enable_seqscan = off SET jit = off AS $$
 DECLARE
     v_t timestamptz;
     v_expiry timestamptz;
