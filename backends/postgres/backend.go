@@ -72,6 +72,9 @@ type Backend struct {
 	// checks (a semaphore a waiting call can give up on).
 	ready     atomic.Bool
 	migrating chan struct{}
+	// revision is the revision of the schema's functions, once known: the
+	// batches call the functions it has (see batch.go).
+	revision atomic.Int32
 
 	listenerPID atomic.Uint32 // backend pid of the current LISTEN connection, for tests
 
@@ -264,7 +267,7 @@ func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
 // schema.
 type statements struct {
 	open, keepAlive, owned, acquire, release, holder, putValue string
-	acquireBatch, releaseBatch                                 string // see batch.go
+	acquireBatch, acquireEach, releaseBatch                    string // see batch.go
 	join, leave, members, close                                string
 	inspectSessions, inspectLeases, inspectGroups              string
 	version                                                    string
@@ -284,18 +287,19 @@ func newStatements(schema string) statements {
 		return q + ")"
 	}
 	return statements{
-		open:      call("open_session", 4),
-		keepAlive: call("keep_alive", 2),
-		owned:     call("owned", 1),
-		acquire:   call("acquire", 6),
-		release:   call("release", 4),
-		holder:    call("holder", 2),
-		putValue:  call("put_value", 4),
-		join:      call("join_group", 4),
-		leave:     call("leave_group", 2),
-		members:   call("members_of", 2),
-		close:     call("close_session", 2),
-		acquireBatch: "SELECT a.* FROM unnest($2::text[], $3::text[], $4::integer[]) WITH ORDINALITY AS x(name, grp, part, i) " +
+		open:         call("open_session", 4),
+		keepAlive:    call("keep_alive", 2),
+		owned:        call("owned", 1),
+		acquire:      call("acquire", 6),
+		release:      call("release", 4),
+		holder:       call("holder", 2),
+		putValue:     call("put_value", 4),
+		join:         call("join_group", 4),
+		leave:        call("leave_group", 2),
+		members:      call("members_of", 2),
+		close:        call("close_session", 2),
+		acquireBatch: call("acquire_batch", 6),
+		acquireEach: "SELECT a.* FROM unnest($2::text[], $3::text[], $4::integer[]) WITH ORDINALITY AS x(name, grp, part, i) " +
 			"CROSS JOIN LATERAL " + s + "acquire($1, x.name, x.grp, x.part, $5, $6) AS a ORDER BY x.i",
 		releaseBatch: "SELECT r.* FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS x(name, tok, i) " +
 			"CROSS JOIN LATERAL " + s + "release($1, x.name, x.tok, $4) AS r ORDER BY x.i",

@@ -7,19 +7,26 @@ import (
 	"github.com/simba-go/simba/backends"
 )
 
-// The batches (backends.BatchSession): one statement calls the acquire (or
-// release) function once per lease, in order (a LATERAL join over the
-// names, WITH ORDINALITY), in one transaction: one round trip and one
-// commit — one WAL flush — for the lot, where single calls pay one each.
-// Each call of the function is the single call's, and sees what the calls
-// before it in the statement did (a volatile function's statements take a
-// snapshot each), so each lease's row is what its own call would have
-// returned. The statement holds the session's row, and the rows of the
-// leases it took, until it commits: the session's keep-alive waits for it
-// (the runtime makes a few batches at a time), and two sessions' batches
-// that take the same names in opposite orders may deadlock — PostgreSQL
-// then rolls one back, and it runs again (call, retryable), as a single
-// call would.
+// The batches (backends.BatchSession): one statement, in one transaction,
+// for the lot — one round trip and one commit (one WAL flush) where single
+// calls pay one each.
+//
+// Acquires call the acquire_batch function (schema.sql, functions revision
+// 5 on), which grants the names that need nothing but a grant — free or
+// new, no partition, not repeated — in a few statements for the whole
+// batch, and calls the acquire function for each of the others, at its
+// place in the order, so that each name's row is what its own call would
+// have returned. On functions of an older revision (a role that may not
+// replace them), acquires, like releases, call the single function once
+// per lease, in order (a LATERAL join over the names, WITH ORDINALITY):
+// each call sees what the calls before it in the statement did (a volatile
+// function's statements take a snapshot each).
+//
+// The statement holds the session's row, and the rows of the leases it
+// took, until it commits: the session's keep-alive waits for it (the
+// runtime makes one batch at a time per session), and two sessions'
+// batches that take the same names may deadlock — PostgreSQL then rolls one
+// back, and it runs again (call, retryable), as a single call would.
 
 var _ backends.BatchSession = (*session)(nil)
 
@@ -50,7 +57,11 @@ func (s *session) AcquireBatch(ctx context.Context, names []string) ([]backends.
 	rows := make([]acquireRow, 0, len(valid))
 	err := s.b.call(ctx, "acquire", fmt.Sprintf("%s… (%d leases)", valid[0], len(valid)), func(q querier) error {
 		rows = rows[:0]
-		rs, err := q.Query(ctx, s.b.sql.acquireBatch, s.id, valid, groups, parts, s.b.maxLease, s.b.notify)
+		stmt := s.b.sql.acquireBatch
+		if s.b.revision.Load() < batchRevision {
+			stmt = s.b.sql.acquireEach
+		}
+		rs, err := q.Query(ctx, stmt, s.id, valid, groups, parts, s.b.maxLease, s.b.notify)
 		if err != nil {
 			return err
 		}

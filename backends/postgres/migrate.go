@@ -34,7 +34,10 @@ const SchemaVersion = 1
 // functions' signatures are those of SchemaVersion, so that code of every
 // revision works with the functions of every other, and a migration replaces
 // the functions of an older revision.
-const functionsRevision = 4
+const functionsRevision = 5
+
+// batchRevision is the first revision with acquire_batch (see batch.go).
+const batchRevision = 5
 
 // schemaFileName is where a DBA finds the schema's SQL, for error messages.
 const schemaFileName = "schema.sql of github.com/simba-go/simba/backends/postgres"
@@ -152,7 +155,9 @@ func (b *Backend) checkVersion(ctx context.Context) (revision int, err error) {
 	var pe *pgconn.PgError
 	switch {
 	case err == nil && v == SchemaVersion:
-		return parseRevision(comment), nil
+		revision = parseRevision(comment)
+		b.revision.Store(int32(revision))
+		return revision, nil
 	case err == nil && v > SchemaVersion:
 		return 0, b.errorf(what, b.schema, "the schema is version %d, newer than this package's %d: %w", v, SchemaVersion, ErrSchema)
 	case err == nil:
@@ -202,6 +207,7 @@ func (b *Backend) migrateNow(ctx context.Context) error {
 		}
 		return err
 	}
+	b.revision.Store(functionsRevision)
 	var created, now time.Time
 	if err := b.pool.QueryRow(ctx, "SELECT created_at, clock_timestamp() FROM "+pgx.Identifier{b.schema}.Sanitize()+".meta").Scan(&created, &now); err == nil {
 		if guard := created.Add(b.maxLease).Sub(now); guard > 0 {
@@ -235,6 +241,7 @@ func (b *Backend) upgradeFunctions(ctx context.Context, rev int) error {
 	case err != nil:
 		return err
 	}
+	b.revision.Store(functionsRevision)
 	b.logger.Info("simbapg: replaced the schema's functions by this package's revision",
 		slog.String("schema", b.schema), slog.Int("from", rev), slog.Int("to", functionsRevision))
 	return nil

@@ -43,8 +43,8 @@ BEGIN
     ELSIF (SELECT version FROM meta) > 1 THEN
         RAISE EXCEPTION 'schema % is version %, newer than version 1', current_schema(), (SELECT version FROM meta)
             USING ERRCODE = 'SMB01';
-    ELSIF coalesce(substring(obj_description('meta'::regclass, 'pg_class') FROM '^functions revision (\d+)$')::integer, 1) > 4 THEN
-        RAISE EXCEPTION 'schema % has functions of a newer revision than 4 (%)', current_schema(),
+    ELSIF coalesce(substring(obj_description('meta'::regclass, 'pg_class') FROM '^functions revision (\d+)$')::integer, 1) > 5 THEN
+        RAISE EXCEPTION 'schema % has functions of a newer revision than 5 (%)', current_schema(),
             obj_description('meta'::regclass, 'pg_class') USING ERRCODE = 'SMB01';
     END IF;
 END
@@ -514,6 +514,121 @@ BEGIN
 END
 $$;
 
+-- acquire_batch takes each lease of p_names for the session (p_groups and
+-- p_parts as for acquire, one per name), as so many calls of acquire, one
+-- after the other in that order, would: one row per name, in order, with
+-- acquire's columns, each name's digest the one right after its own grant.
+-- It runs a handful of statements for the lot where acquire runs a few per
+-- name: each statement a function runs costs PostgreSQL microseconds of
+-- executor set-up, more than most of them then do.
+--
+-- It locks the session's row, then reads the clock and checks the session
+-- and the amnesia guard once for the batch (outside the guard, or with the
+-- session gone or expired, every name goes through acquire, which says
+-- so). Then it locks the records of the names that are free (in name
+-- order, so that two batches wait rather than deadlock). A name is granted
+-- in bulk if it is no partition name (those bump their group's epoch), it
+-- was not named before in the batch, and its record was free and is now
+-- locked, or did not exist; every other name — held by another session,
+-- live or expired, by this one, a partition, a repeat — goes through
+-- acquire, at its place in the order. Each run of names granted in bulk
+-- takes its tokens only then, one per name in order from the sequence, so
+-- that tokens increase in the batch's order and per name with the terms,
+-- and never repeat; writes its records in one INSERT … ON CONFLICT (a
+-- record that another session created meanwhile, or whose token is not
+-- below the new one, undoes the run, whose names then go through acquire
+-- one by one); counts its grants in the session's digest in one UPDATE;
+-- and tells the grants of followed names (see granted).
+--
+-- Its statements look names up in the leases by the array: a plan cached
+-- while the table was small (PL/pgSQL keeps a generic plan per connection)
+-- would scan the whole table, each batch slower than the one before as it
+-- grows; enable_seqscan = off keeps them on the primary key (meta, which
+-- has one row, is still scanned), and jit = off keeps the cost that this
+-- adds to such a scan from compiling the statement (milliseconds).
+CREATE OR REPLACE FUNCTION acquire_batch(p_session text, p_names text[], p_groups text[], p_parts integer[],
+    p_max_lease interval, p_notify boolean)
+RETURNS TABLE (status text, tok bigint, val bytea, n_leases integer, ver bigint,
+    h_session text, h_identity text, h_remaining_us bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET enable_seqscan = off SET jit = off AS $$
+DECLARE
+    v_t timestamptz;
+    v_expiry timestamptz;
+    v_guard timestamptz;
+    v_k integer := coalesce(cardinality(p_names), 0);
+    v_fast boolean[];
+    v_vals bytea[];
+    v_toks bigint[];
+    v_i integer := 1;
+    v_j integer;
+    v_n integer;
+    v_done integer;
+    v_leases integer;
+    v_ver bigint;
+BEGIN
+    SELECT m.guard_from + p_max_lease INTO v_guard FROM meta m;
+    SELECT s.expires_at INTO v_expiry FROM sessions s WHERE s.id = p_session FOR NO KEY UPDATE;
+    v_t := clock_timestamp();
+    IF v_expiry IS NULL OR v_expiry <= v_t OR v_t < v_guard THEN
+        RETURN QUERY SELECT a.* FROM unnest(p_names, p_groups, p_parts) WITH ORDINALITY AS x(name, grp, part, i)
+            CROSS JOIN LATERAL acquire(p_session, x.name, x.grp, x.part, p_max_lease, p_notify) AS a ORDER BY x.i;
+        RETURN;
+    END IF;
+
+    WITH locked AS MATERIALIZED (
+        SELECT l.name, l.grp, l.value FROM leases l
+         WHERE l.name = ANY (p_names) AND l.session_id IS NULL
+         ORDER BY l.name FOR NO KEY UPDATE
+    )
+    SELECT array_agg(x.grp IS NULL AND x.first AND (k.name IS NOT NULL AND k.grp IS NULL OR c.name IS NULL) ORDER BY x.i),
+           array_agg(k.value ORDER BY x.i)
+      INTO v_fast, v_vals
+      FROM (SELECT n.name, n.grp, n.i, row_number() OVER (PARTITION BY n.name ORDER BY n.i) = 1 AS first
+              FROM unnest(p_names, p_groups) WITH ORDINALITY AS n(name, grp, i)) x
+      LEFT JOIN locked k ON k.name = x.name
+      LEFT JOIN leases c ON c.name = x.name;
+
+    WHILE v_i <= v_k LOOP
+        IF NOT v_fast[v_i] THEN
+            RETURN QUERY SELECT a.* FROM acquire(p_session, p_names[v_i], p_groups[v_i], p_parts[v_i], p_max_lease, p_notify) AS a;
+            v_i := v_i + 1;
+            CONTINUE;
+        END IF;
+        v_j := v_i;
+        WHILE v_j < v_k AND v_fast[v_j + 1] LOOP
+            v_j := v_j + 1;
+        END LOOP;
+        v_n := v_j - v_i + 1;
+        BEGIN
+            v_toks := ARRAY(SELECT nextval('token_seq') FROM generate_series(1, v_n));
+            INSERT INTO leases AS l (name, session_id, token)
+            SELECT x.name, p_session, x.tok FROM unnest(p_names[v_i:v_j], v_toks) AS x(name, tok)
+            ON CONFLICT (name) DO UPDATE SET session_id = excluded.session_id, token = excluded.token
+             WHERE l.session_id IS NULL AND l.grp IS NULL AND l.token < excluded.token;
+            GET DIAGNOSTICS v_done = ROW_COUNT;
+            IF v_done < v_n THEN
+                RAISE EXCEPTION 'a record changed under the batch' USING ERRCODE = 'SMB90';
+            END IF;
+            UPDATE sessions s SET leases = s.leases + v_n, version = s.version + v_n WHERE s.id = p_session
+            RETURNING s.leases, s.version INTO v_leases, v_ver;
+            IF p_notify THEN
+                PERFORM granted(p_session, x.name, x.tok, us(v_expiry - v_t))
+                   FROM unnest(p_names[v_i:v_j], v_toks) AS x(name, tok)
+                  WHERE NOT pg_try_advisory_xact_lock(hashtextextended(channel() || ' ' || x.name, 0));
+            END IF;
+            RETURN QUERY SELECT 'OK'::text, x.tok, x.val, (v_leases - v_n + x.r)::integer, v_ver - v_n + x.r,
+                    NULL::text, NULL::text, NULL::bigint
+              FROM unnest(v_toks, v_vals[v_i:v_j]) WITH ORDINALITY AS x(tok, val, r);
+        EXCEPTION WHEN SQLSTATE 'SMB90' THEN
+            RETURN QUERY SELECT a.* FROM generate_series(v_i, v_j) AS x(i)
+                CROSS JOIN LATERAL acquire(p_session, p_names[x.i], p_groups[x.i], p_parts[x.i], p_max_lease, p_notify) AS a
+                ORDER BY x.i;
+        END;
+        v_i := v_j + 1;
+    END LOOP;
+END
+$$;
+
 -- release gives lease p_name up if the session holds it with token p_token.
 -- One UPDATE locks the session's own row, counting the release in its digest
 -- at once, and reads the clock after the lock (RETURNING); then the lease
@@ -791,11 +906,14 @@ END;
 
 -- The revision of the functions of this file. The tables and the functions'
 -- signatures are those of version 1 in every revision, so that code of one
--- revision works with the functions of another: the backend runs this file
+-- revision works with the functions of another (a revision may add a
+-- function, which the backend calls only once it found the schema at that
+-- revision or later; acquire_batch came with revision 5): the backend runs this file
 -- again on first use when it finds an older revision, to install faster
 -- functions, and the check at the top refuses a newer one. Revision 1 (no
 -- comment) ran more statements per acquire and release; revision 2 waited
 -- for a release's commit to be flushed; revision 3 told releases without
 -- the ended term's token, and grants not at all, and waited for a leave's
--- commit to be flushed.
-COMMENT ON TABLE meta IS 'functions revision 4';
+-- commit to be flushed; revision 4 had no acquire_batch (the backend called
+-- acquire once per name of a batch).
+COMMENT ON TABLE meta IS 'functions revision 5';
