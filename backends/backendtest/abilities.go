@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -211,7 +212,7 @@ func testAmnesiaGuard(t *testing.T, h *Harness) {
 		}
 		if !refused {
 			refused = true
-			checkRecovering(t, "Acquire's refusal", err, maxLease)
+			CheckRecovering(t, "Acquire's refusal", err, maxLease)
 			if in, ok := b.(backends.Inspector); ok {
 				inv, err := in.Inspect(e.ctx)
 				if err != nil {
@@ -220,7 +221,7 @@ func testAmnesiaGuard(t *testing.T, h *Harness) {
 				if inv.Recovering == nil {
 					t.Errorf("Inspect during the amnesia guard: Inventory.Recovering is nil; want the guard, so that a status tool says why grants wait")
 				} else {
-					checkRecovering(t, "Inspect's Inventory.Recovering", inv.Recovering, maxLease)
+					CheckRecovering(t, "Inspect's Inventory.Recovering", inv.Recovering, maxLease)
 				}
 			}
 		}
@@ -315,20 +316,33 @@ func testUnreachable(t *testing.T, h *Harness) {
 	}
 }
 
-// checkRecovering checks that err, a refusal of the amnesia guard, says why
-// and for how long (a *backends.RecoveringError): a user whose store grants
-// nothing for a while learns why, until when and how to shorten the wait.
-func checkRecovering(t *testing.T, what string, err error, maxLease time.Duration) {
+// CheckRecovering checks that err, a refusal of what (an Acquire, say) by
+// a store's amnesia guard (§15), tells a user why the store grants nothing,
+// until when and how to shorten the wait: a *[backends.RecoveringError],
+// matching [backends.ErrRecovering] and [backends.ErrLeaseHeld], with a
+// reason, 0 < Remaining ≤ MaxLease (a second's slack for the clock read),
+// the store's MaxLease, and a message that names the backend option and the
+// URL parameter that shorten it. It returns the error, and stops the test
+// when err is no RecoveringError.
+func CheckRecovering(t testing.TB, what string, err error, maxLease time.Duration) *backends.RecoveringError {
 	t.Helper()
 	var re *backends.RecoveringError
-	switch {
-	case !errors.As(err, &re):
-		t.Errorf("%s during the amnesia guard = %v; want a *backends.RecoveringError saying why and for how long", what, err)
-	case re.Why == "":
+	if !errors.As(err, &re) || !errors.Is(err, backends.ErrRecovering) || !errors.Is(err, backends.ErrLeaseHeld) {
+		t.Fatalf("%s during the amnesia guard = %v; want a *backends.RecoveringError matching ErrRecovering and ErrLeaseHeld, saying why and for how long", what, err)
+	}
+	if re.Why == "" {
 		t.Errorf("%s during the amnesia guard: RecoveringError.Why is empty; want why the store waits", what)
-	case re.Remaining <= 0 || re.Remaining > maxLease+time.Second:
+	}
+	if re.Remaining <= 0 || re.Remaining > maxLease+time.Second {
 		t.Errorf("%s during the amnesia guard: Remaining %v; want in (0, MaxLease %v]", what, re.Remaining, maxLease)
-	case re.MaxLease != maxLease:
+	}
+	if re.MaxLease != maxLease {
 		t.Errorf("%s during the amnesia guard: MaxLease %v; want the store's %v", what, re.MaxLease, maxLease)
 	}
+	for _, s := range []string{"grants resume in", "WithMaxLease", "simba_max_lease"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%s during the amnesia guard: %q does not say %q", what, err, s)
+		}
+	}
+	return re
 }

@@ -1,16 +1,15 @@
 package simbapg
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/backends/backendtest"
+	"github.com/simba-go/simba/internal/testkit/logtext"
 )
 
 // §15: a grant refused by the amnesia guard of a new schema says why, how
@@ -18,7 +17,7 @@ import (
 // per guard period, not once per refusal.
 func TestRecoveringVisible(t *testing.T) {
 	pool := newPool(t, sharedDSN(t), nil)
-	var logs logRecords
+	var logs logtext.Buffer
 	b := guardedBackend(t, pool, pool, WithMaxLease(5*time.Second), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -29,58 +28,13 @@ func TestRecoveringVisible(t *testing.T) {
 	defer s.Close(context.Background())
 	for range 3 {
 		_, err := s.Acquire(ctx, "lease")
-		if re := checkRecovering(t, err, 5*time.Second); !strings.Contains(re.Why, b.Schema()) {
+		if re := backendtest.CheckRecovering(t, "Acquire", err, 5*time.Second); !strings.Contains(re.Why, b.Schema()) {
 			t.Errorf("RecoveringError.Why %q does not name the schema %s", re.Why, b.Schema())
 		}
 	}
-	warned := logs.lines("level=WARN")
+	warned := logs.Lines("level=WARN")
 	if len(warned) != 1 || !strings.Contains(warned[0], "simba_max_lease") || !strings.Contains(warned[0], "remaining=") ||
 		!strings.Contains(warned[0], "schema="+b.Schema()) {
 		t.Errorf("warnings logged for three refusals of one guard:\n%s\nwant one, saying how long and how to shorten it", strings.Join(warned, ""))
 	}
-}
-
-// logRecords is a log of text lines that tests read, safe for concurrent
-// use.
-type logRecords struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logRecords) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// lines returns the lines logged that hold s.
-func (l *logRecords) lines(s string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for line := range strings.Lines(l.buf.String()) {
-		if strings.Contains(line, s) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-// checkRecovering checks that err is the amnesia guard's refusal, saying
-// why, until when and how to shorten the wait, the guard maxLease long.
-func checkRecovering(t *testing.T, err error, maxLease time.Duration) *backends.RecoveringError {
-	t.Helper()
-	var re *backends.RecoveringError
-	if !errors.As(err, &re) || !errors.Is(err, backends.ErrRecovering) || !errors.Is(err, backends.ErrLeaseHeld) {
-		t.Fatalf("Acquire within the amnesia guard = %v; want a *backends.RecoveringError matching ErrRecovering and ErrLeaseHeld", err)
-	}
-	if re.Remaining <= 0 || re.Remaining > maxLease || re.MaxLease != maxLease || re.Why == "" {
-		t.Errorf("RecoveringError %+v; want 0 < Remaining ≤ MaxLease = %v, and why", *re, maxLease)
-	}
-	for _, s := range []string{"grants resume in", "WithMaxLease", "simba_max_lease"} {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("the refusal %q does not say %q", err, s)
-		}
-	}
-	return re
 }
