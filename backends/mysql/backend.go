@@ -290,7 +290,7 @@ func (b *Backend) StoreTime(ctx context.Context) (time.Time, error) {
 	}
 	var us int64
 	err := b.retry(ctx, "store time", "", func() error {
-		return b.db.QueryRowContext(ctx, "SELECT CAST(@@timestamp * 1000000 AS SIGNED)").Scan(&us)
+		return scanRow(ctx, b.db, "SELECT CAST(@@timestamp * 1000000 AS SIGNED)", &us)
 	})
 	if err != nil {
 		return time.Time{}, err

@@ -275,22 +275,17 @@ func (bs *bells) takeConn(ctx context.Context, holder bool) (*bellConn, error) {
 	if holder {
 		q = "SELECT CONNECTION_ID(), COALESCE(DATABASE(), ''), GET_LOCK(CONCAT('" + bellHolderPrefix + "', CONNECTION_ID()), 0)"
 	}
-	rows, err := c.QueryContext(ctx, q)
-	if err == nil {
-		defer rows.Close()
-		if rows.Next() {
-			var mark sql.NullInt64
-			dest := []any{&bc.id, &bc.db}
-			if holder {
-				dest = append(dest, &mark)
-			}
-			err = rows.Scan(dest...)
-			if err == nil && holder && mark.Int64 != 1 {
-				err = errors.New("the holding connection's mark is taken")
-			}
-		} else if err = rows.Err(); err == nil {
-			err = errors.New("no reply")
-		}
+	var mark sql.NullInt64
+	dest := []any{&bc.id, &bc.db}
+	if holder {
+		dest = append(dest, &mark)
+	}
+	err = scanRow(ctx, c, q, dest...)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		err = errors.New("no reply")
+	case err == nil && holder && mark.Int64 != 1:
+		err = errors.New("the holding connection's mark is taken")
 	}
 	if err != nil {
 		c.Close()
@@ -454,7 +449,7 @@ func (bs *bells) apply(conn *bellConn, ring, take []string) (busy bool, err erro
 	for i := range got {
 		dest[i] = &got[i]
 	}
-	if err := conn.c.QueryRowContext(ctx, q.String()).Scan(dest...); err != nil {
+	if err := scanRow(ctx, conn.c, q.String(), dest...); err != nil {
 		if refusal(err) {
 			bs.refused(err)
 		}
@@ -598,7 +593,7 @@ func (w *bellWaiter) run(ctx context.Context) {
 			rang = "SELECT GET_LOCK('" + bell + "', " + strconv.Itoa(bellWaitFor) + ") AND RELEASE_LOCK('" + bell + "')"
 		}
 		var ok sql.NullBool
-		err := conn.c.QueryRowContext(ctx, armed).Scan(&ok)
+		err := scanRow(ctx, conn.c, armed, &ok)
 		if err == nil && !ok.Bool {
 			// No holder rings it (the lease is free, its holder's backend
 			// has no bells, or a waiter holds it for an instant): look again
@@ -609,7 +604,7 @@ func (w *bellWaiter) run(ctx context.Context) {
 			continue
 		}
 		if err == nil {
-			err = conn.c.QueryRowContext(ctx, rang).Scan(&ok)
+			err = scanRow(ctx, conn.c, rang, &ok)
 		}
 		if err != nil {
 			if ctx.Err() != nil {

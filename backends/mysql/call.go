@@ -109,7 +109,7 @@ func appendHex(q, b []byte) []byte {
 
 // queryRow runs one call that replies with one row.
 func (b *Backend) queryRow(ctx context.Context, call string, dest []any, args ...any) error {
-	return b.db.QueryRowContext(ctx, callSQL(call, args...)).Scan(dest...)
+	return scanRow(ctx, b.db, callSQL(call, args...), dest...)
 }
 
 // queryRows runs one call and calls each for every row.
@@ -124,7 +124,55 @@ func (b *Backend) queryRows(ctx context.Context, call string, each func(*sql.Row
 			return err
 		}
 	}
-	return rows.Err()
+	return readToEnd(rows)
+}
+
+// queryer runs a query: a *sql.DB, or one of its connections (*sql.Conn).
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// scanRow runs query, which replies with one row (or none: sql.ErrNoRows),
+// scans that row into dest and reads the reply to its end: what
+// (*sql.DB).QueryRowContext does, but with every read bounded by ctx. There,
+// what Scan leaves unread (a SELECT's end-of-rows packet, a CALL's closing OK
+// packet) is read by Rows.Close after go-sql-driver stopped watching ctx, so
+// that a link gone silent between the row and that packet — a dropped route,
+// a partition — holds the call, and the pool's connection, for as long as
+// TCP takes to give up, whatever ctx says (a blackholed keep-alive held its
+// session past its deadline instead of failing at its timeout, in
+// TestBlackholedConnection).
+func scanRow(ctx context.Context, q queryer, query string, dest ...any) error {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	return readToEnd(rows)
+}
+
+// readToEnd reads what rows still has to receive — its remaining rows and
+// result sets, and a CALL's closing OK packet — while go-sql-driver still
+// ends a read that waits when the query's context ends (it stops watching
+// the context once the rows are closed, and Close reads the rest without a
+// bound), and returns the first error.
+func readToEnd(rows *sql.Rows) error {
+	for {
+		for rows.Next() {
+		}
+		if !rows.NextResultSet() {
+			return rows.Err()
+		}
+	}
 }
 
 // call runs one operation's statement: once the tables are known to be there

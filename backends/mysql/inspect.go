@@ -66,8 +66,8 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 	// with this backend's MaxLease, on the database's clock.
 	var leftUS int64
 	if err := b.retry(ctx, "inspect", "", func() error {
-		return b.db.QueryRowContext(ctx, "SELECT guard_from_us + "+strconv.FormatInt(b.maxLease.Microseconds(), 10)+" - "+now+
-			" FROM "+p+"_meta WHERE one = 1").Scan(&leftUS)
+		return scanRow(ctx, b.db, "SELECT guard_from_us + "+strconv.FormatInt(b.maxLease.Microseconds(), 10)+" - "+now+
+			" FROM "+p+"_meta WHERE one = 1", &leftUS)
 	}); err != nil {
 		return inv, err
 	}
@@ -140,7 +140,7 @@ func pages[T any](ctx context.Context, b *Backend, query string, scan func(*sql.
 				}
 				page, last = append(page, item), key
 			}
-			return rows.Err()
+			return readToEnd(rows)
 		})
 		if err != nil {
 			if missing(err) {

@@ -173,7 +173,7 @@ func (b *Backend) checkVersion(ctx context.Context) (revision int, err error) {
 	const what = "check tables"
 	var v, rev int
 	err = b.retry(ctx, what, b.prefix, func() error {
-		return b.db.QueryRowContext(ctx, b.sql.version).Scan(&v, &rev)
+		return scanRow(ctx, b.db, b.sql.version, &v, &rev)
 	})
 	var me *mysql.MySQLError
 	switch {
@@ -222,7 +222,7 @@ func (b *Backend) migrateNow(ctx context.Context) error {
 		return err
 	}
 	var created, now int64
-	if err := b.db.QueryRowContext(ctx, "SELECT created_us, CAST(@@timestamp * 1000000 AS SIGNED) FROM "+b.prefix+"_meta").Scan(&created, &now); err == nil {
+	if err := scanRow(ctx, b.db, "SELECT created_us, CAST(@@timestamp * 1000000 AS SIGNED) FROM "+b.prefix+"_meta", &created, &now); err == nil {
 		if guard := time.Duration(created-now)*time.Microsecond + b.maxLease; guard > 0 {
 			b.logger.Info("simbamysql: created the tables; the amnesia guard grants no lease until MaxLease has passed",
 				slog.String("prefix", b.prefix), slog.Duration("remaining", guard))
@@ -245,7 +245,7 @@ func (b *Backend) runSchema(ctx context.Context, creating bool) error {
 	// prepared, and closing it is a write without a deadline (see callSQL).
 	lock := string(appendHex(nil, []byte("simba migrate "+b.prefix)))
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT(COALESCE(DATABASE(), ''), ' ', "+lock+"), 30)").Scan(&got); err == nil && got.Int64 == 1 {
+	if err := scanRow(ctx, conn, "SELECT GET_LOCK(CONCAT(COALESCE(DATABASE(), ''), ' ', "+lock+"), 30)", &got); err == nil && got.Int64 == 1 {
 		defer func() {
 			// Released even if ctx ended, but never waited for long: the
 			// lock ends with the connection anyway.
@@ -255,7 +255,7 @@ func (b *Backend) runSchema(ctx context.Context, creating bool) error {
 		}()
 	} // else: a server that refuses GET_LOCK (Galera): the statements are idempotent
 	var version string
-	if err := conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+	if err := scanRow(ctx, conn, "SELECT VERSION()", &version); err != nil {
 		return storeerr.Unavailable(ctx, "simbamysql", what, err)
 	}
 	if creating {
@@ -285,8 +285,8 @@ func (b *Backend) refuseForeign(ctx context.Context, conn *sql.Conn) error {
 		names = append(names, "'"+b.prefix+"_"+t+"'")
 	}
 	var taken sql.NullString
-	err := conn.QueryRowContext(ctx, "SELECT GROUP_CONCAT(table_name ORDER BY table_name) FROM information_schema.tables "+
-		"WHERE table_schema = DATABASE() AND table_name IN ("+strings.Join(names, ", ")+")").Scan(&taken)
+	err := scanRow(ctx, conn, "SELECT GROUP_CONCAT(table_name ORDER BY table_name) FROM information_schema.tables "+
+		"WHERE table_schema = DATABASE() AND table_name IN ("+strings.Join(names, ", ")+")", &taken)
 	if err != nil {
 		return storeerr.Unavailable(ctx, "simbamysql", "migrate "+b.prefix, err)
 	}
@@ -307,9 +307,9 @@ func (b *Backend) checkEngines(ctx context.Context) error {
 	}
 	var other sql.NullString
 	err := b.retry(ctx, "check tables", b.prefix, func() error {
-		return b.db.QueryRowContext(ctx, "SELECT GROUP_CONCAT(CONCAT(table_name, ' (', COALESCE(engine, '?'), ')') ORDER BY table_name) "+
+		return scanRow(ctx, b.db, "SELECT GROUP_CONCAT(CONCAT(table_name, ' (', COALESCE(engine, '?'), ')') ORDER BY table_name) "+
 			"FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN ("+strings.Join(names, ", ")+") "+
-			"AND COALESCE(engine, '') <> 'InnoDB'").Scan(&other)
+			"AND COALESCE(engine, '') <> 'InnoDB'", &other)
 	})
 	if err != nil {
 		return err
