@@ -29,6 +29,7 @@ type watcher struct {
 	seq     map[string]int          // events per name, so that a watch set is not taken for one an event consumed
 	exists  map[string]bool         // whether the lease node existed, as last seen
 	target  map[string]string       // the node whose watch is set, if not the lease node (queue.go)
+	setting map[string]string       // the node whose watch is being set, if not the lease node
 	queue   map[string]bool         // names whose queue node is watched too (watchQueue)
 	values  map[string]bool         // names whose value node to watch and read again (watchValue)
 	reserve map[string]*reservation // reservations to create (queue.go)
@@ -36,6 +37,11 @@ type watcher struct {
 	sweep   map[string]bool         // names whose unknown reservations to delete
 	wake    chan struct{}
 	running bool
+
+	// watchSet, if not nil (tests), is called on the watch goroutine
+	// right after it set a watch on a reservation's predecessor, before
+	// it records it.
+	watchSet func(name, target string)
 }
 
 func (w *watcher) init() {
@@ -48,6 +54,7 @@ func (w *watcher) init() {
 		w.seq = make(map[string]int)
 		w.exists = make(map[string]bool)
 		w.target = make(map[string]string)
+		w.setting = make(map[string]string)
 		w.queue = make(map[string]bool)
 		w.values = make(map[string]bool)
 		w.reserve = make(map[string]*reservation)
@@ -236,8 +243,21 @@ func (w *watcher) run() {
 			w.mu.Unlock()
 			target, lease, alone, err := s.watchTarget(s.conn, prefix, name)
 			ok, queue := false, false
+			if err == nil && !lease {
+				// A predecessor's deletion may be told before this
+				// goroutine records its watch below: go-zookeeper calls
+				// back from its receive loop as soon as the event comes,
+				// maybe right behind the reply that set it. event counts
+				// it as the target's, so that it is not lost.
+				w.mu.Lock()
+				w.setting[name] = target
+				w.mu.Unlock()
+			}
 			if err == nil {
 				ok, _, _, err = s.conn.ExistsW(target)
+				if err == nil && !lease && w.watchSet != nil {
+					w.watchSet(name, target)
+				}
 			}
 			if err == nil && alone {
 				queue, err = s.watchQueue(s.conn, name)
@@ -246,6 +266,7 @@ func (w *watcher) run() {
 				_ = s.watchValue(s.conn, name) // not ok: the turn reads it
 			}
 			w.mu.Lock()
+			delete(w.setting, name)
 			// An event of the name since the call may already have
 			// consumed the watch it set: then the event asked for another.
 			fire := false
@@ -319,9 +340,9 @@ func (w *watcher) event(ev zk.Event) {
 	}
 	prefetch := false
 	if queued {
-		// Only the watch set last counts: an earlier target's event
-		// would take the current watch for consumed.
-		if w.target[name] == ev.Path {
+		// Only the watch set last, or being set, counts: an earlier
+		// target's event would take the current watch for consumed.
+		if w.target[name] == ev.Path || w.setting[name] == ev.Path {
 			w.seq[name]++
 			delete(w.target, name)
 			w.armed[name] = false

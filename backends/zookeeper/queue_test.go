@@ -650,3 +650,56 @@ func TestTurnPrefetched(t *testing.T) {
 		t.Errorf("c's Acquire of a prefetched turn sent %d requests; want none", n)
 	}
 }
+
+// The deletion of the predecessor a reservation's watch was just set on
+// may be told before the watch goroutine has recorded that watch
+// (go-zookeeper calls back from its receive loop, right behind the reply
+// that set it): that event still calls the watch, and the watch is set
+// again after the turn it asked for. CI under load lost it: a hand-over's
+// chosen successor, behind a candidate that gave the lease back at once,
+// waited for its next attempt, up to a renewal interval.
+func TestPredecessorGoneWhileWatchSet(t *testing.T) {
+	t.Parallel()
+	e := newQueueEnv(t)
+	a, b, c := e.open("node a"), e.open("node b"), e.open("node c")
+	if _, err := a.Acquire(e.ctx, "lease"); err != nil {
+		t.Fatal(err)
+	}
+	pb, stopB, _ := e.refuse(b, "lease")
+	zc := zkSession(t, c)
+	zd := directConn(t, e.servers)
+	var once sync.Once
+	zc.watches.mu.Lock()
+	zc.watches.watchSet = func(_, target string) {
+		if target != pb {
+			return
+		}
+		once.Do(func() {
+			// b stops waiting, between the reply that set c's watch on
+			// b's reservation and c's record of it.
+			stopB()
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+				if ok, _, err := zd.Exists(pb); err != nil || !ok {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("b's reservation %s still exists 5s after its watch stopped", pb)
+					return
+				}
+			}
+			// A read on c's connection: ZooKeeper sends the deletion's
+			// event before its reply, and go-zookeeper has called back
+			// with the event once the reply is here.
+			if _, _, err := zc.conn.Exists(pb); err != nil {
+				t.Errorf("c's read after b's reservation went: %v", err)
+			}
+		})
+	}
+	zc.watches.mu.Unlock()
+	_, _, firedC := e.refuse(c, "lease")
+	waitFired(t, firedC, "the deletion of c's predecessor, b's reservation, while c's watch on it was being set")
+	// A hint: a still holds, and c's turn is refused.
+	if _, err := c.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
+		t.Fatalf("c's Acquire while a holds = %v; want ErrLeaseHeld", err)
+	}
+}
