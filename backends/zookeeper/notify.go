@@ -20,7 +20,7 @@ type watcher struct {
 	s   *session
 	reg watch.Registry
 
-	mu      sync.Mutex
+	mu      sync.Mutex              // taken before s.mu where both are held (headFound), never after
 	count   map[string]int          // watch functions per name
 	armed   map[string]bool         // names whose ZooKeeper watch is set
 	arm     map[string]bool         // names whose watch is to be set
@@ -241,7 +241,7 @@ func (w *watcher) run() {
 			w.mu.Lock()
 			seq := w.seq[name]
 			w.mu.Unlock()
-			target, lease, alone, err := s.watchTarget(s.conn, prefix, name)
+			target, lease, alone, head, err := s.watchTarget(s.conn, prefix, name)
 			ok, queue := false, false
 			if err == nil && !lease {
 				// A predecessor's deletion may be told before this
@@ -278,8 +278,10 @@ func (w *watcher) run() {
 				delete(w.target, name)
 				w.queue[name] = queue
 				// Created and deleted again between a watch's event and
-				// this one's setting: the delete had no watch to tell.
-				fire = w.exists[name] && !ok
+				// this one's setting: the delete had no watch to tell. Or
+				// the session's reservation is first with no lease node:
+				// it holds the lease, which no event may tell (headFound).
+				fire = !ok && (w.exists[name] || head && s.headFound(name))
 				w.exists[name] = ok
 			case ok:
 				w.armed[name] = true

@@ -63,6 +63,7 @@ type reservation struct {
 	// created, while r exists, so the deletion's event is the grant.
 	firstAfter string
 	val        valueCache // the value node, as the events received tell it (guarded by s.mu)
+	headTold   bool       // a watch call told that it was found the holder (headFound; guarded by s.mu)
 }
 
 // reservable reports whether name may be reserved: not a partition.

@@ -662,7 +662,8 @@ func TestPredecessorGoneWhileWatchSet(t *testing.T) {
 	t.Parallel()
 	e := newQueueEnv(t)
 	a, b, c := e.open("node a"), e.open("node b"), e.open("node c")
-	if _, err := a.Acquire(e.ctx, "lease"); err != nil {
+	ga, err := a.Acquire(e.ctx, "lease")
+	if err != nil {
 		t.Fatal(err)
 	}
 	pb, stopB, _ := e.refuse(b, "lease")
@@ -701,5 +702,50 @@ func TestPredecessorGoneWhileWatchSet(t *testing.T) {
 	// A hint: a still holds, and c's turn is refused.
 	if _, err := c.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
 		t.Fatalf("c's Acquire while a holds = %v; want ErrLeaseHeld", err)
+	}
+	// a releases right after: c, first now, is told whether the release
+	// comes before its turn's refusal sets the watch again (headFound) or
+	// after (the lease node's event).
+	for len(firedC) > 0 {
+		<-firedC
+	}
+	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(t, firedC, "a's release")
+	gc, err := c.Acquire(e.ctx, "lease")
+	if err != nil || gc.Token <= ga.Token {
+		t.Fatalf("c's turn = %d, %v; want a token above %d", gc.Token, err, ga.Token)
+	}
+}
+
+// A reservation made after the release it waited for (the watch that
+// follows a refusal came after the holder had gone) is first in the queue
+// with no lease node: its session holds the lease, and no deletion is left
+// to tell it. Its watch is called once the reservation is found so, not
+// at the session's next attempt on its own schedule.
+func TestReservationMadeFirstIsTold(t *testing.T) {
+	t.Parallel()
+	e := newQueueEnv(t)
+	a, b := e.open("node a"), e.open("node b")
+	ga, err := a.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
+		t.Fatalf("b's Acquire = %v; want ErrLeaseHeld", err)
+	}
+	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
+		t.Fatal(err)
+	}
+	fired := make(chan struct{}, 64)
+	defer b.(backends.Notifier).Watch("lease", func() { fired <- struct{}{} })()
+	waitFired(t, fired, "b's reservation made first, after a's release")
+	if h := e.holder(a, "lease"); h.Session != b.ID() || h.Token <= ga.Token {
+		t.Errorf("Holder once b's watch is called = %+v; want b's reservation, above token %d", h, ga.Token)
+	}
+	gb, err := b.Acquire(e.ctx, "lease")
+	if err != nil || gb.Token <= ga.Token {
+		t.Fatalf("b's turn = %d, %v; want a token above %d", gb.Token, err, ga.Token)
 	}
 }

@@ -38,8 +38,9 @@ type valueCache struct {
 // lease node (prefix + name). alone says the session has no reservation
 // of name: its watch also follows the queue (watchQueue), where the
 // lease passes from reservation to reservation without touching the
-// lease node.
-func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lease, alone bool, err error) {
+// lease node. head says the session's reservation is first in the queue:
+// with no lease node, it holds the lease (headFound).
+func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lease, alone, head bool, err error) {
 	s.mu.Lock()
 	r := s.resv[name]
 	mine := ""
@@ -48,14 +49,14 @@ func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lea
 	}
 	s.mu.Unlock()
 	if mine == "" {
-		return prefix + name, true, r == nil || r.dropped, nil
+		return prefix + name, true, r == nil || r.dropped, false, nil
 	}
 	children, _, err := c.Children(s.paths.queue(name))
 	if errors.Is(err, zk.ErrNoNode) {
-		return prefix + name, true, false, nil
+		return prefix + name, true, false, false, nil
 	}
 	if err != nil {
-		return "", false, false, err
+		return "", false, false, false, err
 	}
 	own := mine[strings.LastIndexByte(mine, '/')+1:]
 	_, seq, _ := reservationSeq(own)
@@ -66,11 +67,11 @@ func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lea
 		}
 	}
 	if !slices.Contains(children, own) {
-		return prefix + name, true, false, nil
+		return prefix + name, true, false, false, nil
 	}
 	if pred == "" {
 		s.setFirstAfter(r, prefix+name)
-		return prefix + name, true, false, nil
+		return prefix + name, true, false, true, nil
 	}
 	path = s.paths.queue(name) + "/" + pred
 	s.mu.Lock()
@@ -79,7 +80,7 @@ func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lea
 	if !noLease {
 		exists, _, err := c.Exists(s.paths.lease(name))
 		if err != nil {
-			return "", false, false, err
+			return "", false, false, false, err
 		}
 		if !exists {
 			s.mu.Lock()
@@ -93,7 +94,24 @@ func (s *session) watchTarget(c *zk.Conn, prefix, name string) (path string, lea
 	} else {
 		s.setFirstAfter(r, "")
 	}
-	return path, false, false, nil
+	return path, false, false, false, nil
+}
+
+// headFound reports whether the session's reservation of name, found
+// first in the queue with no lease node while its watch was set, was not
+// yet told so: its owner holds the lease, and no event will say it (the
+// deletion that put it first came before any watch of it, or it was
+// created first). It is told once: a turn that then fails is the
+// engine's to try again on its own schedule.
+func (s *session) headFound(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.resv[name]
+	if r == nil || r.dropped || r.path == "" || r.headTold {
+		return false
+	}
+	r.headTold = true
+	return true
 }
 
 // setFirstAfter records, before its watch is set, the node whose deletion
