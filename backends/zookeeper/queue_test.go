@@ -749,3 +749,55 @@ func TestReservationMadeFirstIsTold(t *testing.T) {
 		t.Fatalf("b's turn = %d, %v; want a token above %d", gb.Token, err, ga.Token)
 	}
 }
+
+// A lease granted through a reservation that the engine does not adopt (a
+// candidate that gives it back to the successor a hand-over named) is
+// released with the session's watch still on: the watch that the turn used
+// up is set again, so that the session hears of the name's next release.
+func TestReservationGivenBackWatchesAgain(t *testing.T) {
+	t.Parallel()
+	e := newQueueEnv(t)
+	a, b := e.open("node a"), e.open("node b")
+	ga, err := a.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, fired := e.refuse(b, "lease") // stays on, as the engine's does
+	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(t, fired, "a's release")
+	gb, err := b.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatalf("b's turn: %v", err)
+	}
+	if _, err := b.Release(e.ctx, "lease", gb.Token); err != nil { // given back
+		t.Fatal(err)
+	}
+	ga, err = a.Acquire(e.ctx, "lease")
+	if err != nil {
+		t.Fatalf("a's Acquire after b gave the lease back: %v", err)
+	}
+	if _, err := b.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
+		t.Fatalf("b's Acquire while a holds again = %v; want ErrLeaseHeld", err)
+	}
+	zb := zkSession(t, b)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		zb.watches.mu.Lock()
+		set := zb.watches.armed["lease"] && zb.watches.exists["lease"]
+		zb.watches.mu.Unlock()
+		if set {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b's watch, on since before its turn, not set on a's new lease node within 5s of b giving the lease back")
+		}
+	}
+	for len(fired) > 0 {
+		<-fired
+	}
+	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(t, fired, "a's second release")
+}

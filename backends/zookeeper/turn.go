@@ -524,6 +524,13 @@ func (s *session) forgetLocked(name string) {
 func (s *session) releaseQueued(ctx context.Context, name string, h heldLease) (backends.Digest, error) {
 	const op = "release"
 	err := s.do(ctx, op, name, func(c *zk.Conn) error { return c.Delete(h.queue, -1) })
+	// The turn that granted the lease used up the session's watch of name
+	// and did not set it again (takeTurn): a holder waits for no release,
+	// and the engine stops its watch when it adopts the lease. A grant the
+	// engine did not adopt (a hand-over's give-back, a late reply) leaves
+	// the watch on: set it again, or the session would not hear of the
+	// name's next release.
+	defer s.watches.rearm(name)
 	switch {
 	case err == nil:
 		s.forget(name)
