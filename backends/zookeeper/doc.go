@@ -122,7 +122,12 @@
 // grant (a grant does not go stale, see below), and reads again otherwise.
 // A graceful hand-off between two nodes is thus the release's write and
 // the event, where go-zookeeper's lock recipe reads the children after
-// the event.
+// the event. No path that frees the first place goes untold: a deletion
+// told while the watch on that node is still being recorded counts, a
+// reservation found first with no lease node when its watch is set (the
+// release came before the watch) is told at once, and a session that was
+// granted a turn and gave the lease back (a hand-over to another node)
+// sets its watch again.
 // A lease node is created only in a multi that also creates and deletes the
 // queue node, so only while no queue exists: every reservation was created
 // after the lease node of its time, reservations are granted in the order
