@@ -69,6 +69,7 @@ type Backend struct {
 	readOnly bool // WithReadOnly: Inspect only, writing nothing
 
 	closed   atomic.Bool
+	closing  chan struct{} // closed by Close: sessions stop waiting to close on the server
 	mu       sync.Mutex
 	sessions map[*session]struct{}
 	gen      generation // the root's generation, as last read
@@ -224,6 +225,7 @@ func New(servers []string, opts ...Option) (*Backend, error) {
 		zlog:     zkLogger{o.logger},
 		readOnly: o.readOnly,
 		sessions: make(map[*session]struct{}),
+		closing:  make(chan struct{}),
 	}
 	if o.digest {
 		b.digest = o.user + ":" + o.password
@@ -276,6 +278,7 @@ func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
+	close(b.closing)
 	b.mu.Lock()
 	ss := make([]*session, 0, len(b.sessions))
 	for s := range b.sessions {

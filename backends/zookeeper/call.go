@@ -16,14 +16,8 @@ import (
 // unwrapped (ZooKeeper's errors, for the caller to sort), or an error that
 // wraps ctx's error, or the session's end.
 func (s *session) do(ctx context.Context, op, name string, fn func(c *zk.Conn) error) error {
-	if s.b.closed.Load() {
-		return s.b.closedErr(op, name)
-	}
-	if s.isDead() {
-		return s.deadErr(op, name)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", opName(op, name), err)
+	if err := s.alive(ctx, op, name); err != nil {
+		return err
 	}
 	done := make(chan error, 1)
 	go func() { done <- fn(s.conn) }()
@@ -80,6 +74,22 @@ func (s *session) fail(ctx context.Context, op, name string, err error) error {
 		return fmt.Errorf("%s: %w", opName(op, name), err)
 	}
 	return s.b.unavailable(ctx, op, name, err)
+}
+
+// alive returns the error of a call made on a closed backend, an ended
+// session or with an ended context, or nil: what do checks before it
+// calls, for an answer given without a call.
+func (s *session) alive(ctx context.Context, op, name string) error {
+	if s.b.closed.Load() {
+		return s.b.closedErr(op, name)
+	}
+	if s.isDead() {
+		return s.deadErr(op, name)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", opName(op, name), err)
+	}
+	return nil
 }
 
 // lost ends the session because its node is gone (an operator deleted it,

@@ -97,6 +97,70 @@
 // children, pipelined. Owned lists the session node's children with the
 // digest of the same instant.
 //
+// # Reservations
+//
+// A candidate refused a lease that goes on waiting for it — the engine
+// watches the name right after the refusal — queues a reservation: the
+// session's watch goroutine creates an ephemeral sequential node under
+// r/q/<name> (one write, while it waits) and watches its predecessor, or
+// the lease node if it is first. The holder of a name is its lease node
+// while that exists, else the first reservation: a release hands the lease
+// over with no write by the next holder, whose token is the reservation's
+// czxid. A reservation that knows the deletion of the node it watches makes
+// it the holder — it watches the lease node while it is first, or the
+// first reservation while no lease node exists — is granted by that
+// deletion's event: its Acquire makes no call at all, since the session
+// also watches the value node meanwhile and keeps its data (ZooKeeper
+// delivers a connection's events in the order of the changes, so a value
+// stored before the release has told its event first; any change of the
+// connection's state drops what it kept, and a value not known is read).
+// Otherwise its Acquire is one round trip of reads (the queue, then,
+// pipelined behind it, the lease node and the value node), sent by
+// go-zookeeper's event callback itself as soon as the deletion of the
+// watched node arrives, so that the engine's Acquire, a few goroutine hops
+// later, finds them answered or on their way; it uses them only if they
+// grant (a grant does not go stale, see below), and reads again otherwise.
+// A graceful hand-off between two nodes is thus the release's write and
+// the event, where go-zookeeper's lock recipe reads the children after
+// the event. No path that frees the first place goes untold: a deletion
+// told while the watch on that node is still being recorded counts, a
+// reservation found first with no lease node when its watch is set (the
+// release came before the watch) is told at once, and a session that was
+// granted a turn and gave the lease back (a hand-over to another node)
+// sets its watch again.
+// A lease node is created only in a multi that also creates and deletes the
+// queue node, so only while no queue exists: every reservation was created
+// after the lease node of its time, reservations are granted in the order
+// of their sequence numbers, which is their czxids' order, and tokens rise
+// in grant order. A first reservation stays the holder until it is
+// deleted, so a stale read cannot make a second holder. Holder and Inspect
+// read the first reservation where no lease node exists, and never list a
+// reservation that waits. A watch of a session without a reservation of
+// the name (a follower of the holder, such as the runtime's WatchHolder)
+// also watches the queue's children, so it is called when the lease passes
+// from one reservation to the next.
+//
+// A Watch reserves only if the session's last call about the name was an
+// Acquire that another session's lease refused: the engine watches right
+// after such a refusal, before any other call about the name, while a
+// follower reads the holder before it watches, and a refusal that no watch
+// follows (a TryLock) reserves nothing. Stopping the watch (an election
+// stopped, a Lock whose context ended; any watch of the name) deletes the
+// session's reservation at once, unless it became the lease; partitions
+// (names ending in ".<i>") never reserve, since group members watch
+// partitions they may not want. A lease held through a reservation has no
+// child under the session node: the session adds those leases, their
+// acquisitions and releases to the digest itself, and checks them in Owned
+// with a read each.
+//
+// Roots are created with the layout "simbazk 2". A root of the earlier
+// layout, "simbazk 1" (no queues), is used as it is, without reservations:
+// its other clients may be of an earlier version, which does not see
+// queues, so nobody queues there and every hand-off is a release and an
+// acquisition, as in those versions; earlier versions refuse a "simbazk 2"
+// root with ErrLayout, so the two never share a root that has queues. To
+// get reservations on an existing deployment, start it on a new root.
+//
 // Digest.Groups is the largest of the joined groups' pzxids (the zxid of
 // their last child change: a member joining, leaving or ending, a partition
 // changing holder) and of the zxid of the session's last leave: it changes
@@ -170,6 +234,13 @@
 // after that moment is not sent, and one answered after the backend decided
 // to close the session fails with it.
 //
+// A session closed (by Close, or by B2) while go-zookeeper reconnects is
+// closed on the server once it has reconnected: go-zookeeper's Conn.Close
+// sends no closeSession while it is not connected (v1.0.4), which would
+// leave the session's leases taken until the server expired it. The wait is
+// at most the session's timeout, no call runs meanwhile, and a closed
+// backend does not wait.
+//
 // go-zookeeper pings the server every third of the session timeout,
 // whatever else it wrote. The backend drops those pings and pings a
 // connection only once half the timeout passed without a write, as
@@ -234,13 +305,17 @@
 //
 // Watch sets an exists-watch on the lease node from a goroutine of the
 // session, started by its first Watch, and sets it again after each event;
-// go-zookeeper's event callback, which must not block, only records events.
-// A deletion of the lease node — a release, or the end of its holder's
-// session — calls the watch functions, except for the session's own
-// releases. After a reconnection go-zookeeper sets the watches again with
-// the last zxid seen, and ZooKeeper then delivers what happened meanwhile. A
-// graceful hand-off thus takes the release, the event and the next holder's
-// acquisition: a few milliseconds.
+// go-zookeeper's event callback, which must not block, records events (and
+// sends a reservation's reads, see "Reservations"). A deletion of the lease
+// node — a release, or the end of its holder's session — calls the watch
+// functions, except for the session's own releases; a session with a
+// reservation watches its predecessor instead, once it has one, and one
+// without also watches the queue's children (see "Reservations"). After a
+// reconnection go-zookeeper sets the watches again with the last zxid seen,
+// and ZooKeeper then delivers what happened meanwhile. A graceful hand-off
+// thus takes the release, the event and the next holder's acquisition,
+// which for a candidate that had queued is no call, or a read: about a
+// millisecond.
 //
 // # ACLs
 //

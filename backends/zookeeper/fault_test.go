@@ -32,16 +32,6 @@ func engineFaults(h *backendtest.EngineHarness, servers []string) {
 	h.ExpireSession = func(t *testing.T, b backends.Backend, id backends.SessionID) {
 		expireSession(t, b.(*Backend), id)
 	}
-	h.Skip = map[string]string{
-		// In 2 of 5 runs of TestEngine the lease stayed taken until the
-		// server expired the session (2.1–2.3 s after the term's end, not
-		// the slack's 80 ms): the replies slowed past go-zookeeper's receive
-		// timeout make it reconnect, and a Close while it is not connected
-		// closes its loop before its closeSession is sent (zk v1.0.4
-		// Conn.Close). The backend must wait for the reconnection, bounded,
-		// before it closes: not done yet.
-		"GivenUpFreed": "go-zookeeper's Close during a reconnection sends no closeSession: the server expires the session instead",
-	}
 }
 
 // privateZK starts a private server with the shared server's tickTime.

@@ -155,6 +155,14 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 		inv.Leases = append(inv.Leases, li)
 		counts[l.sid]++
 	}
+	queued, err := b.inspectQueues(ctx, gen, inv.Sessions)
+	if err != nil {
+		return inv, err
+	}
+	for _, li := range queued {
+		inv.Leases = append(inv.Leases, li)
+		counts[string(li.Session)]++
+	}
 	for i := range inv.Sessions {
 		inv.Sessions[i].Leases = counts[string(inv.Sessions[i].ID)]
 	}
@@ -194,6 +202,83 @@ func (b *Backend) Inspect(ctx context.Context) (backends.Inventory, error) {
 		inv.Groups = append(inv.Groups, gi)
 	}
 	return inv, nil
+}
+
+// inspectQueues lists the leases held through reservations (queue.go):
+// for each queue node with children and no lease node, the first
+// reservation, if its session is one of sessions. Other reservations are
+// no leases, and not listed.
+func (b *Backend) inspectQueues(ctx context.Context, gen generation, sessions []backends.SessionInfo) ([]backends.LeaseInfo, error) {
+	const op = "inspect"
+	var names []string
+	err := b.adminDo(ctx, op, func(c *zk.Conn) error {
+		var err error
+		names, _, err = c.Children(b.paths.queues())
+		return absent(err)
+	})
+	if err != nil || len(names) == 0 {
+		return nil, b.adminErr(ctx, op, err)
+	}
+	type queueRead struct {
+		lease          bool
+		first          string
+		data, value    []byte
+		st             *zk.Stat
+		hasValue, read bool
+	}
+	reads := make([]queueRead, len(names))
+	err = b.adminDo(ctx, op, func(c *zk.Conn) error {
+		return bounded(len(names), func(i int) error {
+			q := &reads[i]
+			var children []string
+			err := parallel(
+				func() error { var err error; q.lease, _, err = c.Exists(b.paths.lease(names[i])); return err },
+				func() error {
+					var err error
+					children, _, err = c.Children(b.paths.queue(names[i]))
+					return absent(err)
+				})
+			if err != nil || q.lease {
+				return err
+			}
+			if q.first = firstReservation(children); q.first == "" {
+				return nil
+			}
+			return parallel(
+				func() error {
+					var err error
+					q.data, q.st, err = c.Get(b.paths.queue(names[i]) + "/" + q.first)
+					q.read = err == nil
+					return absent(err)
+				},
+				func() error {
+					var err error
+					q.value, _, err = c.Get(b.paths.value(names[i]))
+					q.hasValue = err == nil
+					return absent(err)
+				})
+		})
+	})
+	if err != nil {
+		return nil, b.adminErr(ctx, op, err)
+	}
+	var out []backends.LeaseInfo
+	for i, q := range reads {
+		if !q.read {
+			continue
+		}
+		sid, identity := parseLeaseData(q.data)
+		if !slices.ContainsFunc(sessions, func(si backends.SessionInfo) bool { return string(si.ID) == sid }) {
+			continue
+		}
+		li := backends.LeaseInfo{Name: names[i], Session: backends.SessionID(sid), Identity: identity,
+			Token: backends.Token(gen.base + q.st.Czxid)}
+		if q.hasValue {
+			li.Value = append([]byte{}, q.value...)
+		}
+		out = append(out, li)
+	}
+	return out, nil
 }
 
 // bounded calls fn(i) for i in [0, n), at most inspectParallel at once,

@@ -49,6 +49,22 @@ func (s *session) recovering(name string, wait time.Duration) error {
 // then it reads the value node. Two round trips (B6). A lease held by
 // another session is read to name its holder.
 func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, error) {
+	g, err := s.acquire(ctx, name)
+	var he *backends.HeldError
+	if errors.As(err, &he) && he.Holder.Session != backends.SessionID(s.id) {
+		s.refused(name) // a Watch that follows reserves it (queue.go)
+	} else {
+		s.called(name)
+	}
+	return g, err
+}
+
+// queueOps is the number of operations before the lease node's creation
+// in Acquire's multi: the queue node created and deleted, so that the
+// multi fails while a queue exists (queue.go).
+const queueOps = 2
+
+func (s *session) acquire(ctx context.Context, name string) (backends.Grant, error) {
 	const op = "acquire"
 	if err := args.Name(op, name); err != nil {
 		return backends.Grant{}, err
@@ -72,6 +88,12 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 	// Another session's lease node may vanish between the multi that found
 	// it and the read of its holder: then try again, a few times.
 	for range 16 {
+		if r := s.reservationOf(ctx, name); r != nil {
+			g, done, err := s.takeTurn(ctx, name, r)
+			if done {
+				return g, err
+			}
+		}
 		holder := ""
 		if group, i, ok := backends.SplitPartition(name); ok && withHolder {
 			s.mu.Lock()
@@ -81,10 +103,20 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 				holder = s.paths.holder(group, i, s.id)
 			}
 		}
-		ops := []any{
-			&zk.CreateRequest{Path: s.paths.lease(name), Data: leaseData(s.id, string(s.identity)), Acl: s.b.acl, Flags: zk.FlagEphemeral},
-			&zk.CreateRequest{Path: s.paths.owned(s.id, name), Acl: s.b.acl, Flags: zk.FlagEphemeral},
+		// On a root of the first layout (no queues, no reservations) the
+		// multi does not touch the queue node: q is where the lease
+		// node's creation falls in it.
+		var ops []any
+		q := 0
+		if s.gen.queues {
+			ops = append(ops,
+				&zk.CreateRequest{Path: s.paths.queue(name), Acl: s.b.acl, Flags: zk.FlagPersistent},
+				&zk.DeleteRequest{Path: s.paths.queue(name), Version: -1})
+			q = queueOps
 		}
+		ops = append(ops,
+			&zk.CreateRequest{Path: s.paths.lease(name), Data: leaseData(s.id, string(s.identity)), Acl: s.b.acl, Flags: zk.FlagEphemeral},
+			&zk.CreateRequest{Path: s.paths.owned(s.id, name), Acl: s.b.acl, Flags: zk.FlagEphemeral})
 		if holder != "" {
 			ops = append(ops, &zk.CreateRequest{Path: holder, Acl: s.b.acl, Flags: zk.FlagEphemeral})
 		}
@@ -170,24 +202,30 @@ func (s *session) Acquire(ctx context.Context, name string) (backends.Grant, err
 				value = []byte{}
 			}
 			return backends.Grant{Token: tok, Value: value, Digest: s.digest(st, s.knownGroups(groupsRev))}, nil
-		case errors.Is(err, zk.ErrNodeExists) && failed == 0:
+		case errors.Is(err, zk.ErrNodeExists) && q > 0 && failed == 0:
+			// A queue of reservations exists (queue.go).
+			g, retry, err := s.queued(ctx, name)
+			if !retry {
+				return g, err
+			}
+		case errors.Is(err, zk.ErrNodeExists) && failed == q:
 			g, retry, err := s.taken(ctx, name)
 			if !retry {
 				return g, err
 			}
-		case errors.Is(err, zk.ErrNodeExists) && failed == 1:
+		case errors.Is(err, zk.ErrNodeExists) && failed == q+1:
 			// A child of ours left from a term whose lease node someone
 			// deleted: remove it and try again.
 			if err := s.do(ctx, op, name, func(c *zk.Conn) error { return c.Delete(s.paths.owned(s.id, name), -1) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return backends.Grant{}, s.fail(ctx, op, name, err)
 			}
-		case errors.Is(err, zk.ErrNodeExists) && holder != "" && failed == 2:
+		case errors.Is(err, zk.ErrNodeExists) && holder != "" && failed == q+2:
 			if err := s.do(ctx, op, name, func(c *zk.Conn) error { return c.Delete(holder, -1) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return backends.Grant{}, s.fail(ctx, op, name, err)
 			}
-		case errors.Is(err, zk.ErrNoNode) && holder != "" && failed == 2:
+		case errors.Is(err, zk.ErrNoNode) && holder != "" && failed == q+2:
 			withHolder = false // the group has no node: no members to show it to
-		case errors.Is(err, zk.ErrNoNode) && failed == 0:
+		case errors.Is(err, zk.ErrNoNode) && (failed == 0 || failed == q):
 			if err := s.do(ctx, op, name, func(c *zk.Conn) error { return s.b.ensureLayout(c) }); err != nil {
 				return backends.Grant{}, s.fail(ctx, op, name, err)
 			}
@@ -227,7 +265,11 @@ func (s *session) reacquire(ctx context.Context, name string, h heldLease) (back
 		return parallel(
 			func() error {
 				var err error
-				data, lease, err = c.Get(s.paths.lease(name))
+				path := s.paths.lease(name)
+				if h.queue != "" {
+					path = h.queue // held through a reservation (queue.go)
+				}
+				data, lease, err = c.Get(path)
 				if errors.Is(err, zk.ErrNoNode) {
 					return nil
 				}
@@ -255,9 +297,7 @@ func (s *session) reacquire(ctx context.Context, name string, h heldLease) (back
 		return backends.Grant{}, false, s.lost(op, name)
 	}
 	if sid, _ := parseLeaseData(data); lease == nil || sid != s.id || backends.Token(s.gen.base+lease.Czxid) != h.token {
-		s.mu.Lock()
-		delete(s.held, name)
-		s.mu.Unlock()
+		s.forget(name)
 		return backends.Grant{}, false, nil
 	}
 	if !hasValue {
@@ -330,11 +370,15 @@ func (s *session) Release(ctx context.Context, name string, token backends.Token
 	if err := args.Name(op, name); err != nil {
 		return backends.Digest{}, err
 	}
+	s.called(name) // (queue.go)
 	s.mu.Lock()
 	h, ok := s.held[name]
 	s.mu.Unlock()
 	if !ok || h.token != token {
 		return s.readDigest(ctx, op, name)
+	}
+	if h.queue != "" {
+		return s.releaseQueued(ctx, name, h)
 	}
 	ops := []any{
 		&zk.DeleteRequest{Path: s.paths.owned(s.id, name), Version: -1},
@@ -417,30 +461,55 @@ func (s *session) readDigest(ctx context.Context, op, name string) (backends.Dig
 }
 
 // Holder reads the lease node: its data names the holder's session and
-// identity, and its czxid gives the token. Remaining is 0: ZooKeeper does
+// identity, and its czxid gives the token; without one, the first
+// reservation of the name's queue holds it (queue.go), read the same way. Remaining is 0: ZooKeeper does
 // not tell how long another session has left.
 func (s *session) Holder(ctx context.Context, name string) (backends.Holder, error) {
 	const op = "holder"
 	if err := args.Name(op, name); err != nil {
 		return backends.Holder{}, err
 	}
-	var (
-		data []byte
-		st   *zk.Stat
-	)
-	err := s.do(ctx, op, name, func(c *zk.Conn) error {
-		var err error
-		data, st, err = c.Get(s.paths.lease(name))
-		return err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return backends.Holder{}, nil
+	s.called(name) // (queue.go)
+	for range 16 {
+		var (
+			data     []byte
+			st       *zk.Stat
+			children []string
+		)
+		err := s.do(ctx, op, name, func(c *zk.Conn) error {
+			return parallel(
+				func() error {
+					var err error
+					data, st, err = c.Get(s.paths.lease(name))
+					if err != nil {
+						st = nil // go-zookeeper returns an empty Stat with ErrNoNode
+					}
+					return absent(err)
+				},
+				func() error {
+					var err error
+					children, _, err = c.Children(s.paths.queue(name))
+					return absent(err)
+				})
+		})
+		if err != nil {
+			return backends.Holder{}, s.fail(ctx, op, name, err)
+		}
+		if st != nil {
+			sid, identity := parseLeaseData(data)
+			return backends.Holder{Session: backends.SessionID(sid), Identity: identity, Token: backends.Token(s.gen.base + st.Czxid)}, nil
+		}
+		// No lease node: the first reservation holds it (queue.go).
+		first := firstReservation(children)
+		if first == "" {
+			return backends.Holder{}, nil
+		}
+		h, err := s.queueHolder(ctx, op, name, first)
+		if err != nil || h.Session != "" {
+			return h, err
+		}
 	}
-	if err != nil {
-		return backends.Holder{}, s.fail(ctx, op, name, err)
-	}
-	sid, identity := parseLeaseData(data)
-	return backends.Holder{Session: backends.SessionID(sid), Identity: identity, Token: backends.Token(s.gen.base + st.Czxid)}, nil
+	return backends.Holder{}, s.b.unavailable(ctx, op, name, errors.New("the holder kept changing; try again"))
 }
 
 // PutValue writes the value node in a multi that first checks that the
@@ -451,6 +520,7 @@ func (s *session) PutValue(ctx context.Context, name string, token backends.Toke
 	if err := args.Value(op, name, value); err != nil {
 		return err
 	}
+	s.called(name) // (queue.go)
 	s.mu.Lock()
 	h, ok := s.held[name]
 	s.mu.Unlock()
@@ -461,7 +531,11 @@ func (s *session) PutValue(ctx context.Context, name string, token backends.Toke
 		return fmt.Errorf("%s with token %d: %w", opName(op, name), token, backends.ErrNotHolder)
 	}
 	data := append([]byte{}, value...)
-	check := &zk.CheckVersionRequest{Path: s.paths.owned(s.id, name), Version: -1}
+	checked := s.paths.owned(s.id, name)
+	if h.queue != "" {
+		checked = h.queue // held through a reservation (queue.go)
+	}
+	check := &zk.CheckVersionRequest{Path: checked, Version: -1}
 	for range 3 {
 		var failed int
 		err := s.do(ctx, op, name, func(c *zk.Conn) error {
@@ -477,9 +551,7 @@ func (s *session) PutValue(ctx context.Context, name string, token backends.Toke
 		case err == nil:
 			return nil
 		case errors.Is(err, zk.ErrNoNode) && failed == 0:
-			s.mu.Lock()
-			delete(s.held, name)
-			s.mu.Unlock()
+			s.forget(name)
 			return fmt.Errorf("%s with token %d: the session no longer holds it: %w", opName(op, name), token, backends.ErrNotHolder)
 		case errors.Is(err, zk.ErrNoNode) && failed == 1:
 			if err := s.do(ctx, op, name, func(c *zk.Conn) error { return s.b.ensureLayout(c) }); err != nil {

@@ -20,16 +20,28 @@ type watcher struct {
 	s   *session
 	reg watch.Registry
 
-	mu      sync.Mutex
-	count   map[string]int  // watch functions per name
-	armed   map[string]bool // names whose ZooKeeper watch is set
-	arm     map[string]bool // names whose watch is to be set
-	fire    map[string]bool // names whose functions are to be called
-	own     map[string]int  // deletes by this session whose events are to be skipped
-	seq     map[string]int  // events per name, so that a watch set is not taken for one an event consumed
-	exists  map[string]bool // whether the lease node existed, as last seen
+	mu      sync.Mutex              // taken before s.mu where both are held (headFound), never after
+	count   map[string]int          // watch functions per name
+	armed   map[string]bool         // names whose ZooKeeper watch is set
+	arm     map[string]bool         // names whose watch is to be set
+	fire    map[string]bool         // names whose functions are to be called
+	own     map[string]int          // deletes by this session whose events are to be skipped
+	seq     map[string]int          // events per name, so that a watch set is not taken for one an event consumed
+	exists  map[string]bool         // whether the lease node existed, as last seen
+	target  map[string]string       // the node whose watch is set, if not the lease node (queue.go)
+	setting map[string]string       // the node whose watch is being set, if not the lease node
+	queue   map[string]bool         // names whose queue node is watched too (watchQueue)
+	values  map[string]bool         // names whose value node to watch and read again (watchValue)
+	reserve map[string]*reservation // reservations to create (queue.go)
+	remove  []string                // reservation nodes to delete
+	sweep   map[string]bool         // names whose unknown reservations to delete
 	wake    chan struct{}
 	running bool
+
+	// watchSet, if not nil (tests), is called on the watch goroutine
+	// right after it set a watch on a reservation's predecessor, before
+	// it records it.
+	watchSet func(name, target string)
 }
 
 func (w *watcher) init() {
@@ -41,6 +53,12 @@ func (w *watcher) init() {
 		w.own = make(map[string]int)
 		w.seq = make(map[string]int)
 		w.exists = make(map[string]bool)
+		w.target = make(map[string]string)
+		w.setting = make(map[string]string)
+		w.queue = make(map[string]bool)
+		w.values = make(map[string]bool)
+		w.reserve = make(map[string]*reservation)
+		w.sweep = make(map[string]bool)
 		w.wake = make(chan struct{}, 1)
 	}
 }
@@ -77,6 +95,7 @@ func (s *session) Watch(name string, fn func()) (stop func()) {
 	if start {
 		go w.run()
 	}
+	s.reserve(name) // if it follows a refusal (queue.go)
 	w.signal()
 	var once sync.Once
 	return func() {
@@ -87,8 +106,87 @@ func (s *session) Watch(name string, fn func()) (stop func()) {
 				delete(w.count, name)
 			}
 			w.mu.Unlock()
+			// Whoever stops watching: nobody here may wait for name any
+			// more, so its reservation goes at once (queue.go).
+			s.unreserve(name)
 		})
 	}
+}
+
+// toReserve hands the watch goroutine a reservation of name to create.
+func (w *watcher) toReserve(name string, r *reservation) {
+	w.mu.Lock()
+	w.init()
+	w.reserve[name] = r
+	w.mu.Unlock()
+	w.signal()
+}
+
+// rearm sets the watch of name again (after a reservation's turn not
+// taken).
+func (w *watcher) rearm(name string) {
+	w.mu.Lock()
+	if w.count[name] > 0 && !w.armed[name] {
+		w.arm[name] = true
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
+// toRemove hands the watch goroutine a reservation node to delete.
+func (w *watcher) toRemove(path string) {
+	w.mu.Lock()
+	w.init()
+	w.remove = append(w.remove, path)
+	w.mu.Unlock()
+	w.signal()
+}
+
+// toSweep hands the watch goroutine a name whose unknown reservations of
+// this session to delete.
+func (w *watcher) toSweep(name string) {
+	w.mu.Lock()
+	w.init()
+	w.sweep[name] = true
+	w.mu.Unlock()
+	w.signal()
+}
+
+// reservations creates and deletes what toReserve, toRemove and toSweep
+// asked for; it returns the names whose watches to set again (their
+// target may have changed). What could not be done is kept for the next
+// (re)connection.
+func (w *watcher) reservations() []string {
+	s := w.s
+	w.mu.Lock()
+	reserve, remove, sweep := w.reserve, w.remove, w.sweep
+	w.reserve, w.remove, w.sweep = make(map[string]*reservation), nil, make(map[string]bool)
+	w.mu.Unlock()
+	var rearm, failed []string
+	for name, r := range reserve {
+		s.makeReservation(name, r)
+		rearm = append(rearm, name)
+	}
+	for _, path := range remove {
+		if !s.deleteReservation(path) {
+			failed = append(failed, path)
+		}
+	}
+	var unswept []string
+	for name := range sweep {
+		if !s.sweep(name) {
+			unswept = append(unswept, name)
+		}
+	}
+	if len(failed) > 0 || len(unswept) > 0 {
+		w.mu.Lock()
+		w.remove = append(w.remove, failed...)
+		for _, name := range unswept {
+			w.sweep[name] = true
+		}
+		w.mu.Unlock()
+	}
+	return rearm
 }
 
 // run is the session's watch goroutine; it ends with the session.
@@ -101,9 +199,16 @@ func (w *watcher) run() {
 			return
 		case <-w.wake:
 		}
+		rearm := w.reservations()
 		w.mu.Lock()
-		fire, arm := w.fire, w.arm
-		w.fire, w.arm = make(map[string]bool), make(map[string]bool)
+		for _, name := range rearm {
+			if w.count[name] > 0 {
+				w.armed[name] = false
+				w.arm[name] = true
+			}
+		}
+		fire, arm, values := w.fire, w.arm, w.values
+		w.fire, w.arm, w.values = make(map[string]bool), make(map[string]bool), make(map[string]bool)
 		for name := range fire {
 			if w.own[name] > 0 {
 				if w.own[name]--; w.own[name] == 0 {
@@ -121,23 +226,77 @@ func (w *watcher) run() {
 		for name := range fire {
 			w.reg.FireFrom("", name)
 		}
+		for name := range values {
+			_ = s.watchValue(s.conn, name) // not ok: the turn reads it
+		}
+		for name := range arm {
+			if fire[name] && s.reserved(name) {
+				// The call asks for the reservation's turn: its Acquire
+				// sets the watch again if the turn is not taken (rearm),
+				// so that no read competes with the turn's.
+				delete(arm, name)
+			}
+		}
 		for name := range arm {
 			w.mu.Lock()
 			seq := w.seq[name]
 			w.mu.Unlock()
-			ok, _, _, err := s.conn.ExistsW(prefix + name)
+			target, lease, alone, head, err := s.watchTarget(s.conn, prefix, name)
+			ok, queue := false, false
+			if err == nil && !lease {
+				// A predecessor's deletion may be told before this
+				// goroutine records its watch below: go-zookeeper calls
+				// back from its receive loop as soon as the event comes,
+				// maybe right behind the reply that set it. event counts
+				// it as the target's, so that it is not lost.
+				w.mu.Lock()
+				w.setting[name] = target
+				w.mu.Unlock()
+			}
+			if err == nil {
+				ok, _, _, err = s.conn.ExistsW(target)
+				if err == nil && !lease && w.watchSet != nil {
+					w.watchSet(name, target)
+				}
+			}
+			if err == nil && alone {
+				queue, err = s.watchQueue(s.conn, name)
+			}
+			if err == nil && !alone {
+				_ = s.watchValue(s.conn, name) // not ok: the turn reads it
+			}
 			w.mu.Lock()
+			delete(w.setting, name)
 			// An event of the name since the call may already have
 			// consumed the watch it set: then the event asked for another.
 			fire := false
-			if err == nil && w.seq[name] == seq {
+			switch {
+			case err != nil || w.seq[name] != seq:
+				// set again at the next (re)connection, or by the event
+			case lease:
 				w.armed[name] = true
+				delete(w.target, name)
+				w.queue[name] = queue
 				// Created and deleted again between a watch's event and
-				// this one's setting: the delete had no watch to tell.
-				fire = w.exists[name] && !ok
+				// this one's setting: the delete had no watch to tell. Or
+				// the session's reservation is first with no lease node:
+				// it holds the lease, which no event may tell (headFound).
+				fire = !ok && (w.exists[name] || head && s.headFound(name))
 				w.exists[name] = ok
-			} // else: set again at the next (re)connection
+			case ok:
+				w.armed[name] = true
+				w.target[name] = target
+			default:
+				// The predecessor went before its watch was set: the
+				// name may be free; watch the next one.
+				fire = true
+				w.arm[name] = true
+			}
+			again := len(w.arm) > 0
 			w.mu.Unlock()
+			if again {
+				w.signal()
+			}
 			if fire {
 				w.reg.FireFrom("", name)
 			}
@@ -151,13 +310,55 @@ func (w *watcher) run() {
 // event records an event of the session's connection (called by
 // go-zookeeper's callback: it must not block).
 func (w *watcher) event(ev zk.Event) {
-	name, ok := strings.CutPrefix(ev.Path, w.s.paths.leases()+"/")
-	if !ok {
+	if name, ok := strings.CutPrefix(ev.Path, w.s.paths.values()+"/"); ok {
+		if w.s.valueEvent(name) { // a reservation's cache (queue.go)
+			w.mu.Lock()
+			if w.count != nil {
+				w.values[name] = true
+			}
+			w.mu.Unlock()
+			w.signal()
+		}
 		return
+	}
+	name, ok := strings.CutPrefix(ev.Path, w.s.paths.leases()+"/")
+	queued := false
+	if !ok {
+		// A reservation watched: r/q/<name>/<child>.
+		rest, inQueue := strings.CutPrefix(ev.Path, w.s.paths.queues()+"/")
+		name, _, queued = strings.Cut(rest, "/")
+		if !inQueue {
+			return
+		}
+		if !queued { // r/q/<name> itself: a watch of the queue (watchQueue)
+			w.queueEvent(name)
+			return
+		}
 	}
 	w.mu.Lock()
 	if w.count == nil {
 		w.mu.Unlock()
+		return
+	}
+	prefetch := false
+	if queued {
+		// Only the watch set last, or being set, counts: an earlier
+		// target's event would take the current watch for consumed.
+		if w.target[name] == ev.Path || w.setting[name] == ev.Path {
+			w.seq[name]++
+			delete(w.target, name)
+			w.armed[name] = false
+			w.arm[name] = true
+			if ev.Type == zk.EventNodeDeleted {
+				w.fire[name] = true
+				prefetch = true
+			}
+		}
+		w.mu.Unlock()
+		if prefetch {
+			w.s.prefetch(name, ev.Path) // the turn's reads, sent at once (queue.go)
+		}
+		w.signal()
 		return
 	}
 	w.seq[name]++
@@ -167,6 +368,7 @@ func (w *watcher) event(ev zk.Event) {
 		w.armed[name] = false
 		w.fire[name] = true
 		w.arm[name] = true
+		prefetch = true
 	case zk.EventNodeCreated:
 		w.exists[name] = true
 		w.armed[name] = false
@@ -175,6 +377,27 @@ func (w *watcher) event(ev zk.Event) {
 		w.armed[name] = false
 		w.arm[name] = true
 	}
+	w.mu.Unlock()
+	if prefetch {
+		w.s.prefetch(name, ev.Path) // if the session has a reservation (queue.go)
+	}
+	w.signal()
+}
+
+// queueEvent records an event of the queue node of name, which a watch of
+// a session without a reservation of name follows (watchQueue): a
+// reservation queued or gone, so the holder may have changed.
+func (w *watcher) queueEvent(name string) {
+	w.mu.Lock()
+	if w.count == nil || !w.queue[name] {
+		w.mu.Unlock()
+		return
+	}
+	w.seq[name]++
+	w.queue[name] = false
+	w.armed[name] = false
+	w.arm[name] = true
+	w.fire[name] = true
 	w.mu.Unlock()
 	w.signal()
 }
@@ -191,9 +414,10 @@ func (w *watcher) reconnected() {
 		if !w.armed[name] {
 			w.arm[name] = true
 		}
+		w.values[name] = true // the reservations' caches (queue.go)
 	}
 	w.mu.Unlock()
-	w.signal()
+	w.signal() // also retries what reservations() could not do
 }
 
 // releasing notes that this session is about to delete name's lease node,

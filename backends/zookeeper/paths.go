@@ -14,6 +14,8 @@ import (
 //	r/o/<sid>/@       ephemeral: the session is alive
 //	r/o/<sid>/<name>  ephemeral: a lease the session holds
 //	r/l/<name>        ephemeral lease node: "<sid>\n<identity>"; token base + czxid
+//	r/q/<name>        container: the queue of reservations of name (queue.go)
+//	r/q/<name>/<sid>-<seq>  ephemeral sequential: a reservation, "<sid>\n<identity>"
 //	r/v/<name>        persistent value node
 //	r/g/<group>       persistent group node: partition count; children below
 //	r/g/<group>/m:<sid>      ephemeral: a member
@@ -31,6 +33,8 @@ func (l layout) marker(sid string) string      { return l.root + "/o/" + sid + "
 func (l layout) owned(sid, name string) string { return l.root + "/o/" + sid + "/" + name }
 func (l layout) leases() string                { return l.root + "/l" }
 func (l layout) lease(name string) string      { return l.root + "/l/" + name }
+func (l layout) queues() string                { return l.root + "/q" }
+func (l layout) queue(name string) string      { return l.root + "/q/" + name }
 func (l layout) values() string                { return l.root + "/v" }
 func (l layout) value(name string) string      { return l.root + "/v/" + name }
 func (l layout) groups() string                { return l.root + "/g" }
@@ -38,6 +42,35 @@ func (l layout) group(g string) string         { return l.root + "/g/" + g }
 func (l layout) member(g, sid string) string   { return l.root + "/g/" + g + "/m:" + sid }
 func (l layout) holder(g string, i int, sid string) string {
 	return l.root + "/g/" + g + "/h:" + strconv.Itoa(i) + ":" + sid
+}
+
+// reservationPrefix is the path a session's sequential reservation node
+// of name is created with; ZooKeeper appends the sequence number.
+func (l layout) reservationPrefix(name, sid string) string {
+	return l.root + "/q/" + name + "/" + sid + "-"
+}
+
+// reservationSeq parses a child of a queue node: its session and sequence
+// number.
+func reservationSeq(child string) (sid string, seq int64, ok bool) {
+	sid, digits, ok := strings.Cut(child, "-")
+	if !ok {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	return sid, n, err == nil
+}
+
+// firstReservation returns the child of a queue node with the lowest
+// sequence number, or "".
+func firstReservation(children []string) string {
+	first, low := "", int64(0)
+	for _, c := range children {
+		if _, n, ok := reservationSeq(c); ok && (first == "" || n < low) {
+			first, low = c, n
+		}
+	}
+	return first
 }
 
 // leaseData is the data of a lease node: the holder's session and identity.

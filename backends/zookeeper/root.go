@@ -11,9 +11,15 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// layoutVersion is written in the root node; a root written by another
-// version is refused with ErrLayout.
-const layoutVersion = "simbazk 1"
+// layoutVersion is written in the root nodes this version creates; a root
+// of layoutV1, written by earlier versions (no queues), is used as it is,
+// without reservations (queue.go), so that those versions' clients, which
+// do not see queues, may share it; a root of any other layout is refused
+// with ErrLayout.
+const (
+	layoutVersion = "simbazk 2"
+	layoutV1      = "simbazk 1"
+)
 
 // generation is what a session needs from the root node: the root's
 // creation zxid (which identifies it: a root deleted and created again is
@@ -21,6 +27,7 @@ const layoutVersion = "simbazk 1"
 type generation struct {
 	czxid    int64
 	ctime    int64     // ms: with czxid, tells a root created again after a loss from the one before
+	queues   bool      // the root's layout has queues: sessions reserve (queue.go)
 	base     int64     // tokens are base + czxid
 	guardEnd time.Time // on the store's clock: no grants before
 }
@@ -34,7 +41,7 @@ func rootData(guard time.Duration, floor int64) []byte {
 // parseGeneration reads a root node's data and Stat.
 func (b *Backend) parseGeneration(data []byte, st *zk.Stat) (generation, error) {
 	lines := strings.Split(string(data), "\n")
-	if len(lines) == 0 || lines[0] != layoutVersion {
+	if len(lines) == 0 || lines[0] != layoutVersion && lines[0] != layoutV1 {
 		first := lines[0]
 		if len(first) > 40 {
 			first = first[:40] + "…"
@@ -53,7 +60,7 @@ func (b *Backend) parseGeneration(data []byte, st *zk.Stat) (generation, error) 
 			floor = n
 		}
 	}
-	g := generation{czxid: st.Czxid, ctime: st.Ctime}
+	g := generation{czxid: st.Czxid, ctime: st.Ctime, queues: lines[0] == layoutVersion}
 	// Tokens: the root's creation time in nanoseconds of the store's clock,
 	// or the floor its creator knew, plus the lease node's czxid.
 	g.base = max(st.Ctime*int64(time.Millisecond), floor)
@@ -80,6 +87,7 @@ func (b *Backend) ensureLayout(conn *zk.Conn) error {
 		&zk.CreateRequest{Path: b.root, Data: rootData(b.maxLease, b.highest.Load()+1), Acl: b.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: p.sessions(), Acl: b.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: p.leases(), Acl: b.acl, Flags: zk.FlagPersistent},
+		&zk.CreateRequest{Path: p.queues(), Acl: b.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: p.values(), Acl: b.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: p.groups(), Acl: b.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: p.clock(), Acl: b.acl, Flags: zk.FlagPersistent},
@@ -93,7 +101,7 @@ func (b *Backend) ensureLayout(conn *zk.Conn) error {
 		return err
 	}
 	// The root exists: create any child someone deleted.
-	for _, path := range []string{p.sessions(), p.leases(), p.values(), p.groups(), p.clock()} {
+	for _, path := range []string{p.sessions(), p.leases(), p.queues(), p.values(), p.groups(), p.clock()} {
 		if _, err := conn.Create(path, nil, zk.FlagPersistent, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return err
 		}

@@ -36,17 +36,22 @@ type session struct {
 	endErr    error         // why it ended, set before dead is closed
 	gone      chan struct{} // closed when go-zookeeper's goroutines have ended
 
-	mu        sync.Mutex
-	held      map[string]heldLease
-	joined    map[string]int // group → partitions
-	leaveRev  int64          // zxid of the session's last leave
-	groupsRev int64          // Digest.Groups as last reported
-	b2        *time.Timer    // B2: closes the session when renewals stop
-	b2At      time.Time      // B2: when it closes, unless a renewal moves it
-	b2Lapsed  bool           // B2: the session is closing; no renewal counts
-	storeAt   time.Time      // local time when storeTime was read (sent)
-	storeTime time.Time      // the store's clock at the last renewal
-	releasing map[string]int // own deletes of lease nodes not yet seen as events
+	mu          sync.Mutex
+	held        map[string]heldLease
+	joined      map[string]int          // group → partitions
+	leaveRev    int64                   // zxid of the session's last leave
+	groupsRev   int64                   // Digest.Groups as last reported
+	b2          *time.Timer             // B2: closes the session when renewals stop
+	b2At        time.Time               // B2: when it closes, unless a renewal moves it
+	b2Lapsed    bool                    // B2: the session is closing; no renewal counts
+	storeAt     time.Time               // local time when storeTime was read (sent)
+	storeTime   time.Time               // the store's clock at the last renewal
+	releasing   map[string]int          // own deletes of lease nodes not yet seen as events
+	resv        map[string]*reservation // this session's reservations (queue.go)
+	refusedLast map[string]bool         // names whose last call was a refused Acquire, for the Watch that follows
+	qLeases     int                     // leases held through a reservation: no child of the session node
+	qVersion    uint64                  // acquisitions and releases of those (the digest's share)
+	lastStat    zk.Stat                 // the session node's latest Stat a reply carried (lastDigest)
 
 	watches watcher
 }
@@ -55,6 +60,7 @@ type session struct {
 type heldLease struct {
 	token  backends.Token
 	holder string // the group holder marker created with it, or ""
+	queue  string // the reservation node it is held through (queue.go), or ""
 }
 
 var (
@@ -91,16 +97,18 @@ func (b *Backend) OpenSession(ctx context.Context, opts backends.SessionOptions)
 	start := time.Now()
 	ttl := min(opts.TTL, b.maxLease)
 	s := &session{
-		b:         b,
-		identity:  []byte(opts.Identity),
-		paths:     b.paths,
-		ready:     make(chan struct{}),
-		up:        make(chan struct{}),
-		dead:      make(chan struct{}),
-		gone:      make(chan struct{}),
-		held:      make(map[string]heldLease),
-		joined:    make(map[string]int),
-		releasing: make(map[string]int),
+		b:           b,
+		identity:    []byte(opts.Identity),
+		paths:       b.paths,
+		ready:       make(chan struct{}),
+		up:          make(chan struct{}),
+		dead:        make(chan struct{}),
+		gone:        make(chan struct{}),
+		held:        make(map[string]heldLease),
+		joined:      make(map[string]int),
+		releasing:   make(map[string]int),
+		resv:        make(map[string]*reservation),
+		refusedLast: make(map[string]bool),
 	}
 	s.watches.s = s
 	s.w = newWire(b.dial, b.servers, b.dialBound(ttl), true)
@@ -229,6 +237,7 @@ func (s *session) ID() backends.SessionID { return backends.SessionID(s.id) }
 // event is go-zookeeper's event callback: it must not block.
 func (s *session) event(ev zk.Event) {
 	if ev.Type == zk.EventSession {
+		s.valueEvent("") // replayed events need not come in order (queue.go)
 		switch ev.State {
 		case zk.StateHasSession:
 			s.readyOnce.Do(func() { close(s.ready) })
@@ -275,11 +284,49 @@ func (s *session) end(err error) {
 		delete(s.b.sessions, s)
 		s.b.mu.Unlock()
 		s.watches.close()
-		s.w.end()
-		if conn != nil {
-			go conn.Close()
+		if conn == nil {
+			s.w.end()
+			return
 		}
+		go s.closeConn(conn, err)
 	})
+}
+
+// closeConn closes the connection of a session that ended for err.
+// go-zookeeper's Conn.Close sends the closeSession request only while it
+// is connected (v1.0.4): during a reconnection it ends its loop at once,
+// and the server keeps the session, and its leases, until it expires them.
+// So a session closed (by Close, or by B2) while its connection is down
+// lets go-zookeeper reconnect, and closes once it has — at most the
+// session's timeout later, by when the server has expired it anyway, and
+// not once the backend is closed. No call runs meanwhile: the session has
+// ended. A session that ZooKeeper expired has nothing to close on the
+// server, and a closed backend does not wait.
+func (s *session) closeConn(conn *zk.Conn, err error) {
+	defer conn.Close()
+	defer s.w.end()
+	if errors.Is(err, errExpired) || !errors.Is(err, backends.ErrSessionExpired) || errors.Is(err, backends.ErrClosed) {
+		return
+	}
+	s.mu.Lock()
+	up := s.up
+	s.mu.Unlock()
+	select {
+	case <-up:
+		return
+	default:
+	}
+	timeout := s.w.negotiated()
+	if timeout <= 0 {
+		timeout = s.b.maxLease
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-up:
+	case <-t.C:
+	case <-s.b.closing:
+	}
 }
 
 // waitGone waits, at most d, until go-zookeeper's goroutines of the session
@@ -369,9 +416,30 @@ var errB2 = fmt.Errorf("no keep-alive succeeded within the remaining time of the
 
 // digest reads the session node's Stat: its children are the marker and
 // the leases held, and its cversion rises by one per child created or
-// deleted, that is, per lease acquired or released.
+// deleted, that is, per lease acquired or released. Leases held through a
+// reservation (queue.go) have no child there: the session counts them,
+// and their acquisitions and releases, itself.
 func (s *session) digest(st *zk.Stat, groups int64) backends.Digest {
-	return backends.Digest{Leases: int(st.NumChildren) - 1, Version: uint64(st.Cversion), Groups: uint64(groups)}
+	s.mu.Lock()
+	if st.Mzxid >= s.lastStat.Mzxid {
+		s.lastStat = *st
+	}
+	n, v := s.qLeases, s.qVersion
+	s.mu.Unlock()
+	return backends.Digest{Leases: int(st.NumChildren) - 1 + n, Version: uint64(st.Cversion) + v, Groups: uint64(groups)}
+}
+
+// lastDigest is the digest from the latest Stat of the session node a
+// reply carried: every change of the node by the session writes it, so
+// the one with the highest mzxid is the latest. A lease held through a
+// reservation is taken and released without changing the node, so this is
+// their digest right after the change — unless a call of the session that
+// changes the node is in flight, whose reply then carries the newer one.
+func (s *session) lastDigest(groups int64) backends.Digest {
+	s.mu.Lock()
+	st := s.lastStat
+	s.mu.Unlock()
+	return s.digest(&st, groups)
 }
 
 // KeepAlive renews the session: a write of the session node, which goes
@@ -507,12 +575,24 @@ func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 	)
 	groups := s.joinedGroups()
 	pz := make([]int64, len(groups))
+	// Leases held through reservations (queue.go) have no child here:
+	// each is checked by a read of its node, pipelined.
+	queued := s.queuedLeases()
+	gone := make([]bool, len(queued))
 	err := s.do(ctx, "owned", "", func(c *zk.Conn) error {
-		return parallel(append([]func() error{func() error {
+		fns := []func() error{func() error {
 			var err error
 			children, st, err = c.Children(s.paths.session(s.id))
 			return err
-		}}, s.groupReads(c, groups, pz)...)...)
+		}}
+		for i, q := range queued {
+			fns = append(fns, func() error {
+				ok, _, err := c.Exists(q.path)
+				gone[i] = err == nil && !ok
+				return err
+			})
+		}
+		return parallel(append(fns, s.groupReads(c, groups, pz)...)...)
 	})
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, backends.Digest{}, s.lost("owned", "")
@@ -520,9 +600,18 @@ func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 	if err != nil {
 		return nil, backends.Digest{}, s.fail(ctx, "owned", "", err)
 	}
-	held := make([]backends.Held, 0, len(children))
+	held := make([]backends.Held, 0, len(children)+len(queued))
 	var unknown []string
 	s.mu.Lock()
+	for i, q := range queued {
+		if h, ok := s.held[q.name]; ok && h.queue == q.path {
+			if gone[i] {
+				s.forgetLocked(q.name)
+			} else {
+				held = append(held, backends.Held{Name: q.name, Token: h.token})
+			}
+		}
+	}
 	for _, name := range children {
 		if name == markerName {
 			continue
@@ -565,8 +654,8 @@ func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 	// Leases the session recorded but no longer holds (deleted behind its
 	// back) are forgotten.
 	s.mu.Lock()
-	for name := range s.held {
-		if !slices.Contains(children, name) {
+	for name, h := range s.held {
+		if h.queue == "" && !slices.Contains(children, name) {
 			delete(s.held, name)
 		}
 	}
@@ -578,8 +667,9 @@ func (s *session) Owned(ctx context.Context) ([]backends.Held, backends.Digest, 
 
 // Close closes the ZooKeeper session: ZooKeeper deletes its ephemeral
 // nodes (leases, memberships, the marker) at once, waking watchers. It
-// waits for the connection to end until ctx ends. Closing a session that
-// has ended returns nil.
+// waits for the connection to end until ctx ends; while go-zookeeper
+// reconnects, the connection is closed once it has reconnected (closeConn).
+// Closing a session that has ended returns nil.
 func (s *session) Close(ctx context.Context) error {
 	if s.isDead() {
 		return nil

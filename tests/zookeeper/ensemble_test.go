@@ -185,7 +185,7 @@ func TestFollowerCutOffClientStuck(t *testing.T) {
 				t.Fatalf("round %d: a not elected", round)
 			}
 		}
-		deleted := deleteWatch(t, e.others(f), root+"/l/lease")
+		deleted := deleteWatch(t, e.others(f), leaseNode(t, e.others(f), root, "lease"))
 		// Cut right after a renewal, plus offset.
 		for r := a.C.Snapshot().Remaining; ; time.Sleep(2 * time.Millisecond) {
 			now := a.C.Snapshot().Remaining

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -184,6 +185,29 @@ func deleteWatch(t *testing.T, servers []string, path string) <-chan time.Time {
 		}
 	}()
 	return at
+}
+
+// leaseNode is the node whose deletion frees name under root: its lease
+// node, or without one the first reservation of its queue (simbazk's
+// queue.go), which a holder that waited before holds it through.
+func leaseNode(t *testing.T, servers []string, root, name string) string {
+	t.Helper()
+	c, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ok, _, err := c.Exists(root + "/l/" + name); err != nil || ok {
+		return root + "/l/" + name
+	}
+	children, _, err := c.Children(root + "/q/" + name)
+	if err != nil || len(children) == 0 {
+		t.Fatalf("%s is held by no lease node and no reservation (%v)", name, err)
+	}
+	slices.SortFunc(children, func(a, b string) int { // by sequence number: "<sid>-<seq>"
+		return strings.Compare(a[strings.IndexByte(a, '-'):], b[strings.IndexByte(b, '-'):])
+	})
+	return root + "/q/" + name + "/" + children[0]
 }
 
 type quiet struct{}
