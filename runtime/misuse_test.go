@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/simba-go/simba/internal/testkit/logtext"
+
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/memory"
 	"github.com/simba-go/simba/runtime"
@@ -22,7 +24,7 @@ import (
 func TestMisuseNilArguments(t *testing.T) {
 	// A typed-nil observer is none: it would panic at every event.
 	var nilObserver *countingObserver
-	var logs syncBuffer
+	var logs logtext.Buffer
 	c, err := runtime.NewClient(memory.New(), cfg, runtime.WithObserver(nilObserver),
 		runtime.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))))
 	if err != nil {

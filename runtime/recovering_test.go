@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,28 +11,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/simba-go/simba/internal/testkit/logtext"
+
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/memory"
 	"github.com/simba-go/simba/runtime"
 )
-
-// syncBuffer is a bytes.Buffer safe for the log handler's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // §15: a store that lost its state refuses grants for its maximum lease;
 // the client says so — one warning in its log, saying for how long and how
@@ -43,7 +26,7 @@ func TestStoreRecoveringVisible(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const maxLease = 20 * time.Second
 		store := memory.New(memory.WithMaxLease(maxLease))
-		var logs syncBuffer
+		var logs logtext.Buffer
 		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		var events []runtime.Event
 		var mu sync.Mutex
@@ -152,7 +135,7 @@ func (s refusingSession) Acquire(ctx context.Context, name string) (backends.Gra
 // grant.
 func TestStoreRecoveringUnknownEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs syncBuffer
+		var logs logtext.Buffer
 		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		c := newClient(t, refusing{memory.New(), time.Now().Add(20 * time.Second)}, runtime.WithLogger(logger))
 		defer closeClient(t, c)

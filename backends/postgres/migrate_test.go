@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simba-go/simba/internal/testkit/logtext"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -243,7 +245,7 @@ func TestMigrateUnprivileged(t *testing.T) {
 	// Functions of an older revision (no comment, as revision 1 left
 	// them), which the role may not replace: it warns, and uses them.
 	mustExec(t, admin, "COMMENT ON TABLE "+ident(schema)+".meta IS NULL")
-	logs := &logBuffer{}
+	logs := &logtext.Buffer{}
 	old, err := New(pool, WithSchema(schema), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -468,7 +470,7 @@ func TestMigrateUpgradesFunctions(t *testing.T) {
 		t.Fatal("testdata/schema_revision1.sql has the functions of schema.sql; the test tests nothing")
 	}
 
-	logs := &logBuffer{}
+	logs := &logtext.Buffer{}
 	fixed, err := New(newPool(t, dsn, nil), WithSchema(schema), WithoutMigration(), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -486,7 +488,7 @@ func TestMigrateUpgradesFunctions(t *testing.T) {
 		t.Errorf("no warning under WithoutMigration about the functions' older revision; logs:\n%s", logs)
 	}
 
-	logs = &logBuffer{}
+	logs = &logtext.Buffer{}
 	b, err := New(newPool(t, dsn, nil), WithSchema(schema), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	if err != nil {
 		t.Fatal(err)

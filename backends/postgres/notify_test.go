@@ -1,7 +1,6 @@
 package simbapg
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"log/slog"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simba-go/simba/internal/testkit/logtext"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -190,7 +191,7 @@ func TestNotificationsUnsupported(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	logs := &logBuffer{}
+	logs := &logtext.Buffer{}
 	b := newBackend(t, pool, admin, WithMaxLease(time.Minute), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	unsupportedFeed(t, b, logs, &dials)
 }
@@ -215,12 +216,12 @@ func TestNotificationsBehindPgBouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	logs := &logBuffer{}
+	logs := &logtext.Buffer{}
 	b := newBackend(t, pool, admin, WithMaxLease(time.Minute), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	unsupportedFeed(t, b, logs, &dials)
 }
 
-func unsupportedFeed(t *testing.T, b *Backend, logs *logBuffer, dials *atomic.Int64) {
+func unsupportedFeed(t *testing.T, b *Backend, logs *logtext.Buffer, dials *atomic.Int64) {
 	t.Helper()
 	s := mustOpen(t, b, time.Minute)
 	var c counter
@@ -276,24 +277,6 @@ func (c *dropNotifications) Read(p []byte) (int, error) {
 	n := copy(p, c.out)
 	c.out = c.out[n:]
 	return n, nil
-}
-
-// logBuffer is a concurrency-safe log sink.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startPgBouncer starts a PgBouncer in transaction mode in front of dsn's

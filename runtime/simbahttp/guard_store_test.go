@@ -9,9 +9,10 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/simba-go/simba/internal/testkit/logtext"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,24 +22,6 @@ import (
 	"github.com/simba-go/simba/runtime"
 	"github.com/simba-go/simba/runtime/simbahttp"
 )
-
-// logBuffer collects a logger's lines, safe for concurrent writes.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A process started against a new store — a Redis server that just booted,
 // a PostgreSQL database just created — waits out the store's amnesia guard
@@ -65,7 +48,7 @@ func TestNewStoreSaysWhyItWaits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rawURL := tc.url(t)
-			var logs logBuffer
+			var logs logtext.Buffer
 			logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			ctx := context.Background()
 			b, closer, err := backendurl.Open(ctx, rawURL, backendurl.WithLogger(logger))

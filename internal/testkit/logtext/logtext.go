@@ -22,6 +22,13 @@ func (b *Buffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // Lines returns the lines written so far that hold s, each with its newline.
 func (b *Buffer) Lines(s string) []string {
 	b.mu.Lock()
