@@ -62,9 +62,7 @@ func (e *queueEnv) open(identity string) backends.Session {
 // watch's calls.
 func (e *queueEnv) refuse(s backends.Session, name string) (path string, stop func(), fired <-chan struct{}) {
 	e.t.Helper()
-	if _, err := s.Acquire(e.ctx, name); !errors.Is(err, backends.ErrLeaseHeld) {
-		e.t.Fatalf("Acquire(%q) by %s = %v; want ErrLeaseHeld", name, s.ID(), err)
-	}
+	e.refused(s, name)
 	ch := make(chan struct{}, 64)
 	stop = s.(backends.Notifier).Watch(name, func() { ch <- struct{}{} })
 	e.t.Cleanup(stop)
@@ -83,6 +81,26 @@ func (e *queueEnv) refuse(s backends.Session, name string) (path string, stop fu
 			e.t.Fatalf("no reservation of %q by %s within 5s of its watch", name, s.ID())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// acquire takes name for s, and stops the test if it cannot.
+func (e *queueEnv) acquire(s backends.Session, name string) backends.Grant {
+	e.t.Helper()
+	g, err := s.Acquire(e.ctx, name)
+	if err != nil {
+		e.t.Fatalf("Acquire(%q) by %s: %v", name, s.ID(), err)
+	}
+	return g
+}
+
+// refused checks that s is refused name, held by another session, and
+// stops the test if not. Without a watch that follows, the refusal leaves
+// no reservation (see refuse).
+func (e *queueEnv) refused(s backends.Session, name string) {
+	e.t.Helper()
+	if _, err := s.Acquire(e.ctx, name); !errors.Is(err, backends.ErrLeaseHeld) {
+		e.t.Fatalf("Acquire(%q) by %s = %v; want ErrLeaseHeld", name, s.ID(), err)
 	}
 }
 
@@ -113,10 +131,7 @@ func TestReservationHandOff(t *testing.T) {
 	t.Parallel()
 	e := newQueueEnv(t)
 	a, b := e.open("node a"), e.open("node b")
-	ga, err := a.Acquire(e.ctx, "lease")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ga := e.acquire(a, "lease")
 	path, _, fired := e.refuse(b, "lease")
 	if h := e.holder(b, "lease"); h.Session != a.ID() || h.Token != ga.Token {
 		t.Errorf("Holder while a holds and b waits = %+v; want a with token %d", h, ga.Token)
@@ -215,10 +230,7 @@ func TestReservationStopRemoves(t *testing.T) {
 	t.Parallel()
 	e := newQueueEnv(t)
 	a, b, c := e.open("node a"), e.open("node b"), e.open("node c")
-	ga, err := a.Acquire(e.ctx, "lease")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ga := e.acquire(a, "lease")
 	pb, stopB, _ := e.refuse(b, "lease")
 	_, _, firedC := e.refuse(c, "lease")
 	inv, err := e.b.Inspect(e.ctx)
@@ -263,13 +275,8 @@ func TestRefusalWithoutWatchReservesNothing(t *testing.T) {
 	t.Parallel()
 	e := newQueueEnv(t)
 	a, b := e.open("node a"), e.open("node b")
-	ga, err := a.Acquire(e.ctx, "lease")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
-		t.Fatalf("b's Acquire = %v; want ErrLeaseHeld", err)
-	}
+	ga := e.acquire(a, "lease")
+	e.refused(b, "lease")
 	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
 		t.Fatal(err)
 	}
@@ -396,9 +403,7 @@ func TestFirstLayoutRootWithoutReservations(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire on a %q root: %v", layoutV1, err)
 	}
-	if _, err := b.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
-		t.Fatalf("b's Acquire = %v; want ErrLeaseHeld", err)
-	}
+	e.refused(b, "lease")
 	fired := make(chan struct{}, 8)
 	defer b.(backends.Notifier).Watch("lease", func() { fired <- struct{}{} })()
 	time.Sleep(100 * time.Millisecond) // the watch goroutine's turn, which must not reserve
@@ -433,16 +438,11 @@ func TestFollowerWokenAlongReservations(t *testing.T) {
 	t.Parallel()
 	e := newQueueEnv(t)
 	a, b, c, f := e.open("node a"), e.open("node b"), e.open("node c"), e.open("follower")
-	ga, err := a.Acquire(e.ctx, "lease")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ga := e.acquire(a, "lease")
 	_, _, firedB := e.refuse(b, "lease")
 	_, _, firedC := e.refuse(c, "lease")
 	// f was refused too, but read the holder before it watched.
-	if _, err := f.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
-		t.Fatalf("f's Acquire = %v; want ErrLeaseHeld", err)
-	}
+	e.refused(f, "lease")
 	e.holder(f, "lease")
 	follow := make(chan struct{}, 64)
 	defer f.(backends.Notifier).Watch("lease", func() { follow <- struct{}{} })()
@@ -527,10 +527,7 @@ func TestTurnGrantedByEvent(t *testing.T) {
 			}
 		}
 	}
-	ga, err := a.Acquire(e.ctx, "lease")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ga := e.acquire(a, "lease")
 	// c first in the queue, behind a's lease node.
 	_, _, firedC := e.refuse(c, "lease")
 	if err := a.PutValue(e.ctx, "lease", ga.Token, []byte("a1")); err != nil {
@@ -589,10 +586,7 @@ func TestTurnPrefetched(t *testing.T) {
 	e.b = sameRoot(t, e.b, e.servers, WithDialer(cnt.dial))
 	c := e.open("node c") // counted
 	e.b = plain
-	ga, err := a.Acquire(e.ctx, "lease")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ga := e.acquire(a, "lease")
 	_, _, firedB := e.refuse(b, "lease")
 	_, _, firedC := e.refuse(c, "lease")
 	zc := zkSession(t, c)
@@ -612,10 +606,7 @@ func TestTurnPrefetched(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFired(t, firedB, "a's release")
-	gb, err := b.Acquire(e.ctx, "lease")
-	if err != nil {
-		t.Fatal(err)
-	}
+	gb := e.acquire(b, "lease")
 	if err := b.PutValue(e.ctx, "lease", gb.Token, []byte("last")); err != nil {
 		t.Fatal(err)
 	}
@@ -662,10 +653,7 @@ func TestPredecessorGoneWhileWatchSet(t *testing.T) {
 	t.Parallel()
 	e := newQueueEnv(t)
 	a, b, c := e.open("node a"), e.open("node b"), e.open("node c")
-	ga, err := a.Acquire(e.ctx, "lease")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ga := e.acquire(a, "lease")
 	pb, stopB, _ := e.refuse(b, "lease")
 	zc := zkSession(t, c)
 	zd := directConn(t, e.servers)
@@ -700,9 +688,7 @@ func TestPredecessorGoneWhileWatchSet(t *testing.T) {
 	_, _, firedC := e.refuse(c, "lease")
 	waitFired(t, firedC, "the deletion of c's predecessor, b's reservation, while c's watch on it was being set")
 	// A hint: a still holds, and c's turn is refused.
-	if _, err := c.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
-		t.Fatalf("c's Acquire while a holds = %v; want ErrLeaseHeld", err)
-	}
+	e.refused(c, "lease")
 	// a releases right after: c, first now, is told whether the release
 	// comes before its turn's refusal sets the watch again (headFound) or
 	// after (the lease node's event).
@@ -728,13 +714,8 @@ func TestReservationMadeFirstIsTold(t *testing.T) {
 	t.Parallel()
 	e := newQueueEnv(t)
 	a, b := e.open("node a"), e.open("node b")
-	ga, err := a.Acquire(e.ctx, "lease")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
-		t.Fatalf("b's Acquire = %v; want ErrLeaseHeld", err)
-	}
+	ga := e.acquire(a, "lease")
+	e.refused(b, "lease")
 	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
 		t.Fatal(err)
 	}
@@ -758,10 +739,7 @@ func TestReservationGivenBackWatchesAgain(t *testing.T) {
 	t.Parallel()
 	e := newQueueEnv(t)
 	a, b := e.open("node a"), e.open("node b")
-	ga, err := a.Acquire(e.ctx, "lease")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ga := e.acquire(a, "lease")
 	_, _, fired := e.refuse(b, "lease") // stays on, as the engine's does
 	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
 		t.Fatal(err)
@@ -778,9 +756,7 @@ func TestReservationGivenBackWatchesAgain(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a's Acquire after b gave the lease back: %v", err)
 	}
-	if _, err := b.Acquire(e.ctx, "lease"); !errors.Is(err, backends.ErrLeaseHeld) {
-		t.Fatalf("b's Acquire while a holds again = %v; want ErrLeaseHeld", err)
-	}
+	e.refused(b, "lease")
 	zb := zkSession(t, b)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 		zb.watches.mu.Lock()
