@@ -10,10 +10,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/simba-go/simba/internal/testkit/logtext"
-
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/memory"
+	"github.com/simba-go/simba/internal/testkit/logtext"
 	"github.com/simba-go/simba/runtime"
 )
 

@@ -9,14 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/simba-go/simba/backends/internal/sweeper"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/internal/check"
 	"github.com/simba-go/simba/backends/internal/guardlog"
+	"github.com/simba-go/simba/backends/internal/sweeper"
 	"github.com/simba-go/simba/backends/internal/watch"
 )
 

@@ -13,12 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/testkit/logtext"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simba-go/simba/backends"
+	"github.com/simba-go/simba/internal/testkit/logtext"
 	"github.com/simba-go/simba/internal/testkit/testservers"
 )
 

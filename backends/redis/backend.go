@@ -12,14 +12,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/simba-go/simba/backends/internal/sweeper"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/backends/internal/check"
 	"github.com/simba-go/simba/backends/internal/guardlog"
 	"github.com/simba-go/simba/backends/internal/storeerr"
+	"github.com/simba-go/simba/backends/internal/sweeper"
 	"github.com/simba-go/simba/backends/internal/watch"
 )
 

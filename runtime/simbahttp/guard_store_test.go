@@ -12,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/testkit/logtext"
-
 	"github.com/jackc/pgx/v5"
 
 	_ "github.com/simba-go/simba/backends/all"
 	"github.com/simba-go/simba/backends/backendurl"
+	"github.com/simba-go/simba/internal/testkit/logtext"
 	"github.com/simba-go/simba/internal/testkit/testservers"
 	"github.com/simba-go/simba/runtime"
 	"github.com/simba-go/simba/runtime/simbahttp"
