@@ -12,11 +12,14 @@ import (
 
 // A backend call is made on a goroutine of its own (call), unless the API
 // caller that caused it makes it itself (applySync): a Lock, TryLock or
-// Unlock waits for its acquire or release anyway, so its goroutine makes
-// the call, when its context cannot end before the call's own deadline
-// (D2) — then waiting on the call is waiting for what the caller waits for.
-// Either way the call's deadline is counted from when the core sent it,
-// or, for a lease call that waited for a goroutine, from when one took it.
+// Unlock, an election's or a schedule's Stop or StepDown, waits for its
+// acquire or release anyway, so its goroutine makes the call, when its
+// context cannot end before the call's own deadline (D2) — then waiting on
+// the call is waiting for what the caller waits for. The acquire that a
+// release notification prompts, the goroutine of the driver's loop that
+// took the notification makes (loop.go). Either way the call's deadline is
+// counted from when the core sent it, or, for a lease call that waited for
+// a goroutine, from when one took it.
 
 // Lease calls — acquires, releases and value writes, one per lease — run on
 // at most maxLeaseCalls goroutines at once; the others wait in order, and a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simba-go/simba/backends"
@@ -43,6 +44,9 @@ type driver struct {
 	renewed  chan struct{} // closed at the next successful renewal
 	shutdown bool
 	quit     chan struct{} // closed when the machine has closed
+
+	loopTurn  chan struct{} // the loop's turn, taken by one of its two goroutines (loop.go)
+	loopCalls atomic.Int32  // acquires made by the goroutine that handed the loop over: 0 or 1
 
 	notes         notes         // release notifications from the backend (own lock)
 	holderWatches holderWatches // WatchHolder loops to wake (own lock)
@@ -95,7 +99,8 @@ type pendingCall struct {
 }
 
 // inline is what the driver keeps for the API caller whose input is being
-// applied (guarded by mu): the calls it makes itself (see applySync).
+// applied (guarded by mu), or for the loop's goroutine stepping a release
+// notification (onNote): the calls it makes itself (see applySync).
 type inline struct {
 	active bool
 	name   string    // the lease whose acquires and releases it makes

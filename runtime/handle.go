@@ -71,11 +71,15 @@ func (h *handle) stepDown(ctx context.Context, cooldown time.Duration) error {
 }
 
 // stopInput steps the Stop (or StopGroup) of the handle and waits for it.
+// An election's or a schedule's caller makes the release of its lease
+// itself, when ctx allows (awaitName); a group's leave releases many.
 func (h *handle) stopInput(ctx context.Context, stepDown bool, cooldown time.Duration) error {
-	return h.d.await(ctx, func(w engine.Waiter) engine.Input {
-		if h.group != 0 {
+	if h.group != 0 {
+		return h.d.await(ctx, func(w engine.Waiter) engine.Input {
 			return engine.StopGroup{ID: h.group, StepDown: stepDown, Cooldown: cooldown, Waiter: w}
-		}
+		})
+	}
+	return h.d.awaitName(ctx, h.name, func(w engine.Waiter) engine.Input {
 		return engine.Stop{ID: h.id, StepDown: stepDown, Cooldown: cooldown, Waiter: w}
 	})
 }

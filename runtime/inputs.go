@@ -48,8 +48,11 @@ func newDriver(dc driverConfig) *driver {
 	d.m = engine.New(dc.cfg, dc.seed)
 	d.timer = time.NewTimer(time.Hour)
 	d.timer.Stop()
-	d.wg.Add(1)
-	go d.loop()
+	d.loopTurn = make(chan struct{}, 1)
+	d.loopTurn <- struct{}{}
+	d.wg.Add(2)
+	go d.runLoop()
+	go d.runLoop()
 	d.apply(d.m.Tick)
 	return d
 }
@@ -89,16 +92,30 @@ func (d *driver) startGroup(in engine.StartGroup, fn PartitionFunc) (engine.Grou
 // the input without a waiter and returns nil at once: waiting there could
 // wait for the caller itself (L5).
 func (d *driver) await(ctx context.Context, input func(w engine.Waiter) engine.Input) error {
+	return d.awaitName(ctx, "", input)
+}
+
+// awaitName is await for an input about the lease name (an election's or a
+// schedule's Stop): the release of name it sends, the caller makes itself
+// if ctx allows (applySync), as Unlock does — it waits for that release
+// anyway, and a goroutine started for the call would have to be woken. An
+// empty name makes no calls.
+func (d *driver) awaitName(ctx context.Context, name string, input func(w engine.Waiter) engine.Input) error {
 	if d.inside(ctx) {
 		d.step(input(0))
 		return nil
 	}
 	var ch chan waitResult
-	d.apply(func(now mono) {
+	in := func(now mono) {
 		var w engine.Waiter
 		w, ch = d.newWaiter()
 		d.m.Step(now, input(w))
-	})
+	}
+	if name == "" {
+		d.apply(in)
+	} else {
+		d.applySync(ctx, name, in)
+	}
 	_, err := d.waitReuse(ctx, ch)
 	return err
 }

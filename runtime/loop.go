@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/simba-go/simba/backends"
 	"github.com/simba-go/simba/runtime/internal/engine"
@@ -179,19 +180,79 @@ func (d *driver) perform(e *engine.Effect) {
 	}
 }
 
-// loop turns timer ticks and release notifications into inputs.
-func (d *driver) loop() {
+// The loop turns timer ticks and release notifications into inputs. Two
+// goroutines take turns at it (leader/followers): one runs it while the
+// other waits for its turn. When a release notification makes the core
+// send the acquire of its name, the running one hands the loop to the
+// waiting one and makes the acquire itself (onNote), then waits for its
+// turn again. A graceful hand-off thus neither starts nor wakes a goroutine
+// between the notification and the new holder's acquire, as a waiting Lock
+// makes its own (locker), and the goroutine that makes the acquire has run
+// the core before: a goroutine started for the call had to be scheduled,
+// and grew its stack on the way to the grant (stack copies were a quarter
+// of the in-process hand-off benchmark's CPU).
+//
+// One acquire at a time is made so (loopCalls): while it waits for the
+// store, the other goroutine runs the loop, and the acquires of other
+// notifications go to goroutines of their own as usual (calls.go).
+
+// runLoop is one of the loop's two goroutines.
+func (d *driver) runLoop() {
 	defer d.wg.Done()
+	for {
+		select {
+		case <-d.loopTurn:
+		case <-d.quit:
+			return
+		}
+		if !d.loop() {
+			return
+		}
+	}
+}
+
+// loop runs the loop until the driver's core has closed (it reports false)
+// or until it has handed the loop over and made an acquire (true).
+func (d *driver) loop() bool {
 	for {
 		select {
 		case <-d.timer.C:
 			d.apply(d.m.Tick)
 		case <-d.notes.signal:
-			for _, n := range d.notes.take() {
+			ns := d.notes.take()
+			if len(ns) == 1 && d.loopCalls.Load() == 0 {
+				if d.onNote(ns[0]) {
+					return true
+				}
+				continue
+			}
+			for _, n := range ns {
 				d.step(engine.Released{Gen: n.gen, Name: n.name})
 			}
 		case <-d.quit:
-			return
+			return false
 		}
 	}
+}
+
+// onNote steps the release notification n, taking the acquire of its name
+// that the core sends, if any: then it hands the loop over and makes the
+// call, and reports true.
+func (d *driver) onNote(n note) bool {
+	var buf [2]pendingCall
+	var kbuf [4]*serialQueue
+	calls, kicks := d.applyInlineLocked(n.name, time.Time{}, func(now mono) {
+		d.m.Step(now, engine.Released{Gen: n.gen, Name: n.name})
+	}, buf[:0], kbuf[:0])
+	kickCallbacks(kicks)
+	if len(calls) == 0 {
+		d.events.kick() // the loop delivers no events itself
+		return false
+	}
+	d.loopCalls.Add(1)
+	d.loopTurn <- struct{}{}
+	d.events.runHere(inlineEvents)
+	d.makeCalls(n.name, time.Time{}, calls)
+	d.loopCalls.Add(-1)
+	return true
 }
