@@ -77,6 +77,32 @@ func (s *recordedSession) Release(ctx context.Context, name string, token backen
 	return s.Session.Release(ctx, name, token)
 }
 
+// callerContext is a caller's context, and whether a call it waits for is
+// made on the caller's goroutine.
+type callerContext struct {
+	name     string
+	ctx      context.Context
+	inCaller bool
+}
+
+// callerContexts returns the contexts an API caller may pass (with t's
+// bubble's clock): one that never ends, deadlines after and before a call's
+// own, and one that may be cancelled at any moment.
+func callerContexts(t *testing.T) []callerContext {
+	long, cancelLong := context.WithTimeout(context.Background(), time.Hour)
+	t.Cleanup(cancelLong)
+	short, cancelShort := context.WithTimeout(context.Background(), cfg.RenewInterval/2)
+	t.Cleanup(cancelShort)
+	cancellable, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return []callerContext{
+		{"background", context.Background(), true},
+		{"a deadline after the call's", long, true},
+		{"a deadline before the call's", short, false},
+		{"cancellable without a deadline", cancellable, false},
+	}
+}
+
 // D2: a Lock or Unlock whose context cannot end before its call's deadline
 // makes the acquire or release on its own goroutine; one whose context may
 // end sooner (a shorter deadline, or a cancellation without one) leaves it
@@ -91,22 +117,7 @@ func TestCallerMakesItsOwnCall(t *testing.T) {
 		if err := c.Ready(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		long, cancelLong := context.WithTimeout(context.Background(), time.Hour)
-		defer cancelLong()
-		short, cancelShort := context.WithTimeout(context.Background(), cfg.RenewInterval/2)
-		defer cancelShort()
-		cancellable, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		for _, tc := range []struct {
-			name     string
-			ctx      context.Context
-			inCaller bool
-		}{
-			{"background", context.Background(), true},
-			{"a deadline after the call's", long, true},
-			{"a deadline before the call's", short, false},
-			{"cancellable without a deadline", cancellable, false},
-		} {
+		for _, tc := range callerContexts(t) {
 			term, err := c.Lock(tc.ctx, "job")
 			if err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
@@ -138,52 +149,41 @@ func TestStopMakesItsOwnRelease(t *testing.T) {
 		r := &callRecorder{Backend: memory.New()}
 		c := newClient(t, r)
 		defer closeClient(t, c)
-		short, cancelShort := context.WithTimeout(context.Background(), cfg.RenewInterval/2)
-		defer cancelShort()
-		cancellable, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		for _, tc := range []struct {
-			name     string
-			ctx      context.Context
-			stepDown bool
-			inCaller bool
-		}{
-			{"Stop, background", context.Background(), false, true},
-			{"StepDown, background", context.Background(), true, true},
-			{"Stop, a deadline before the call's", short, false, false},
-			{"Stop, cancellable without a deadline", cancellable, false, false},
-		} {
-			e, err := c.StartElection("job", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			synctest.Wait()
-			if e.Term() == nil {
-				t.Fatalf("%s: not elected", tc.name)
-			}
-			r.take()
-			if tc.stepDown {
-				err = e.StepDown(tc.ctx, time.Hour)
-				if err == nil {
-					err = e.Stop(context.Background())
+		for _, tc := range callerContexts(t) {
+			for _, stepDown := range []bool{false, true} {
+				e, err := c.StartElection("job", nil)
+				if err != nil {
+					t.Fatal(err)
 				}
-			} else {
-				err = e.Stop(tc.ctx)
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", tc.name, err)
-			}
-			calls := r.take()
-			if len(calls) != 1 || calls[0].op != "release" {
-				t.Fatalf("%s: calls %+v; want one release", tc.name, calls)
-			}
-			const stop, stepDown = "runtime.(*Election).Stop", "runtime.(*Election).StepDown"
-			if got := calls[0].beneath(stop) || calls[0].beneath(stepDown); got != tc.inCaller {
-				t.Errorf("%s: the release ran on the caller's goroutine: %v; want %v", tc.name, got, tc.inCaller)
-			}
-			if calls[0].timeout != cfg.RenewInterval {
-				t.Errorf("%s: the release's context ends %v after it was sent; want the renewal period, %v",
-					tc.name, calls[0].timeout, cfg.RenewInterval)
+				synctest.Wait()
+				if e.Term() == nil {
+					t.Fatalf("%s: not elected", tc.name)
+				}
+				r.take()
+				op := "runtime.(*Election).Stop"
+				if stepDown {
+					op = "runtime.(*Election).StepDown"
+					err = e.StepDown(tc.ctx, time.Hour)
+					if err == nil {
+						err = e.Stop(context.Background())
+					}
+				} else {
+					err = e.Stop(tc.ctx)
+				}
+				if err != nil {
+					t.Fatalf("%s, %s: %v", op, tc.name, err)
+				}
+				calls := r.take()
+				if len(calls) != 1 || calls[0].op != "release" {
+					t.Fatalf("%s, %s: calls %+v; want one release", op, tc.name, calls)
+				}
+				if got := calls[0].beneath(op); got != tc.inCaller {
+					t.Errorf("%s, %s: the release ran on the caller's goroutine: %v; want %v", op, tc.name, got, tc.inCaller)
+				}
+				if calls[0].timeout != cfg.RenewInterval {
+					t.Errorf("%s, %s: the release's context ends %v after it was sent; want the renewal period, %v",
+						op, tc.name, calls[0].timeout, cfg.RenewInterval)
+				}
 			}
 		}
 	})
