@@ -104,6 +104,14 @@ func (e *queueEnv) refused(s backends.Session, name string) {
 	}
 }
 
+// release releases name, held by s with token, or fails the test.
+func (e *queueEnv) release(s backends.Session, name string, token backends.Token) {
+	e.t.Helper()
+	if _, err := s.Release(e.ctx, name, token); err != nil {
+		e.t.Fatalf("Release(%q) by %s: %v", name, s.ID(), err)
+	}
+}
+
 func (e *queueEnv) holder(s backends.Session, name string) backends.Holder {
 	e.t.Helper()
 	h, err := s.Holder(e.ctx, name)
@@ -253,9 +261,7 @@ func TestReservationStopRemoves(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
-		t.Fatal(err)
-	}
+	e.release(a, "lease", ga.Token)
 	waitFired(t, firedC, "the release")
 	if h := e.holder(a, "lease"); h.Session != c.ID() {
 		t.Errorf("Holder after a's release = %+v; want c (b stopped waiting)", h)
@@ -277,9 +283,7 @@ func TestRefusalWithoutWatchReservesNothing(t *testing.T) {
 	a, b := e.open("node a"), e.open("node b")
 	ga := e.acquire(a, "lease")
 	e.refused(b, "lease")
-	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
-		t.Fatal(err)
-	}
+	e.release(a, "lease", ga.Token)
 	if h := e.holder(a, "lease"); !h.Free() {
 		t.Errorf("Holder after the release = %+v; want free", h)
 	}
@@ -417,9 +421,7 @@ func TestFirstLayoutRootWithoutReservations(t *testing.T) {
 	if nodeExists(t, zc, e.b.Root()+"/q") {
 		t.Errorf("the %q root got a queue node", layoutV1)
 	}
-	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
-		t.Fatal(err)
-	}
+	e.release(a, "lease", ga.Token)
 	waitFired(t, fired, "the release")
 	gb, err := b.Acquire(e.ctx, "lease")
 	if err != nil || gb.Token <= ga.Token {
@@ -475,9 +477,7 @@ func TestFollowerWokenAlongReservations(t *testing.T) {
 		}
 	}
 	drain()
-	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
-		t.Fatal(err)
-	}
+	e.release(a, "lease", ga.Token)
 	waitFired(t, follow, "a's release")
 	waitFired(t, firedB, "a's release")
 	gb, err := b.Acquire(e.ctx, "lease")
@@ -486,9 +486,7 @@ func TestFollowerWokenAlongReservations(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // events of the queue before the release
 	drain()
-	if _, err := b.Release(e.ctx, "lease", gb.Token); err != nil {
-		t.Fatal(err)
-	}
+	e.release(b, "lease", gb.Token)
 	waitFired(t, follow, "b's release, from its reservation to c's")
 	waitFired(t, firedC, "b's release")
 	if h := e.holder(f, "lease"); h.Session != c.ID() {
@@ -539,9 +537,7 @@ func TestTurnGrantedByEvent(t *testing.T) {
 	}
 	valueReady(c, "a2")
 	before, _ := cnt.snapshot()
-	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
-		t.Fatal(err)
-	}
+	e.release(a, "lease", ga.Token)
 	waitFired(t, firedC, "a's release")
 	gc, err := c.Acquire(e.ctx, "lease")
 	after, _ := cnt.snapshot()
@@ -560,9 +556,7 @@ func TestTurnGrantedByEvent(t *testing.T) {
 	if err := c.PutValue(e.ctx, "lease", gc.Token, []byte("c1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Release(e.ctx, "lease", gc.Token); err != nil {
-		t.Fatal(err)
-	}
+	e.release(c, "lease", gc.Token)
 	waitFired(t, firedB, "c's release")
 	gb, err := b.Acquire(e.ctx, "lease")
 	if err != nil {
@@ -602,17 +596,13 @@ func TestTurnPrefetched(t *testing.T) {
 			t.Fatal("c's watch of b's reservation not set within 5s")
 		}
 	}
-	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
-		t.Fatal(err)
-	}
+	e.release(a, "lease", ga.Token)
 	waitFired(t, firedB, "a's release")
 	gb := e.acquire(b, "lease")
 	if err := b.PutValue(e.ctx, "lease", gb.Token, []byte("last")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Release(e.ctx, "lease", gb.Token); err != nil {
-		t.Fatal(err)
-	}
+	e.release(b, "lease", gb.Token)
 	waitFired(t, firedC, "b's release")
 	zc.mu.Lock()
 	pre := zc.resv["lease"].pre
@@ -695,9 +685,7 @@ func TestPredecessorGoneWhileWatchSet(t *testing.T) {
 	for len(firedC) > 0 {
 		<-firedC
 	}
-	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
-		t.Fatal(err)
-	}
+	e.release(a, "lease", ga.Token)
 	waitFired(t, firedC, "a's release")
 	gc, err := c.Acquire(e.ctx, "lease")
 	if err != nil || gc.Token <= ga.Token {
@@ -716,9 +704,7 @@ func TestReservationMadeFirstIsTold(t *testing.T) {
 	a, b := e.open("node a"), e.open("node b")
 	ga := e.acquire(a, "lease")
 	e.refused(b, "lease")
-	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
-		t.Fatal(err)
-	}
+	e.release(a, "lease", ga.Token)
 	fired := make(chan struct{}, 64)
 	defer b.(backends.Notifier).Watch("lease", func() { fired <- struct{}{} })()
 	waitFired(t, fired, "b's reservation made first, after a's release")
@@ -741,17 +727,13 @@ func TestReservationGivenBackWatchesAgain(t *testing.T) {
 	a, b := e.open("node a"), e.open("node b")
 	ga := e.acquire(a, "lease")
 	_, _, fired := e.refuse(b, "lease") // stays on, as the engine's does
-	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
-		t.Fatal(err)
-	}
+	e.release(a, "lease", ga.Token)
 	waitFired(t, fired, "a's release")
 	gb, err := b.Acquire(e.ctx, "lease")
 	if err != nil {
 		t.Fatalf("b's turn: %v", err)
 	}
-	if _, err := b.Release(e.ctx, "lease", gb.Token); err != nil { // given back
-		t.Fatal(err)
-	}
+	e.release(b, "lease", gb.Token) // given back
 	ga, err = a.Acquire(e.ctx, "lease")
 	if err != nil {
 		t.Fatalf("a's Acquire after b gave the lease back: %v", err)
@@ -772,8 +754,6 @@ func TestReservationGivenBackWatchesAgain(t *testing.T) {
 	for len(fired) > 0 {
 		<-fired
 	}
-	if _, err := a.Release(e.ctx, "lease", ga.Token); err != nil {
-		t.Fatal(err)
-	}
+	e.release(a, "lease", ga.Token)
 	waitFired(t, fired, "a's second release")
 }
