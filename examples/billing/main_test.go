@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/examples/internal/cluster"
+	"github.com/simba-go/simba/internal/testkit/logtext"
 	"github.com/simba-go/simba/runtime"
 )
 
 // The example runs to its end: the partitions are rebalanced as a node
 // leaves and another joins, and no stale holder settles a partition.
 func TestRun(t *testing.T) {
-	var out cluster.Buffer
+	var out logtext.Buffer
 	err := run(cluster.Options{Backend: "memory:billing-test", Nodes: 3, For: 3 * time.Second, Config: runtime.Config{LeaseDuration: time.Second}, Out: &out})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())

@@ -7,6 +7,7 @@ import (
 
 	simbaredis "github.com/simba-go/simba/backends/redis"
 	"github.com/simba-go/simba/examples/internal/cluster"
+	"github.com/simba-go/simba/internal/testkit/logtext"
 	"github.com/simba-go/simba/internal/testkit/testservers"
 	"github.com/simba-go/simba/runtime"
 )
@@ -34,7 +35,7 @@ func TestRun(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			var out cluster.Buffer
+			var out logtext.Buffer
 			err := run(cluster.Options{Backend: c.backend(t), Nodes: 3, For: 6 * time.Second, Config: runtime.Config{LeaseDuration: time.Second}, Out: &out})
 			if err != nil {
 				t.Fatalf("run: %v\n%s", err, out.String())

@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/examples/internal/cluster"
+	"github.com/simba-go/simba/internal/testkit/logtext"
 	"github.com/simba-go/simba/runtime"
 )
 
 // The example runs to its end: the leader is stopped and another takes
 // over, the next steps down and a third takes over, and no slot runs twice.
 func TestRun(t *testing.T) {
-	var out cluster.Buffer
+	var out logtext.Buffer
 	err := run(cluster.Options{Backend: "memory:report-test", Nodes: 3, For: 4500 * time.Millisecond, Config: runtime.Config{LeaseDuration: time.Second}, Out: &out})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
