@@ -104,9 +104,7 @@ func digestOf(t *testing.T, s backends.Session) backends.Digest {
 // those that need acquire's full logic, so that a run that is cut short,
 // misplaced or counted twice shows.
 func TestAcquireBatchMixed(t *testing.T) {
-	dsn := sharedDSN(t)
-	admin := newPool(t, dsn, nil)
-	b := newBackend(t, newPool(t, dsn, nil), admin)
+	b, admin := sharedBackend(t)
 	ctx := testCtx(t)
 	a := mustOpen(t, b, time.Minute)
 	other := mustOpen(t, b, time.Minute)
@@ -196,9 +194,7 @@ func TestAcquireBatchMixed(t *testing.T) {
 // names go through acquire one by one, which keeps each name's tokens
 // increasing (the record's token plus one) and the digests in order.
 func TestAcquireBatchRunUndone(t *testing.T) {
-	dsn := sharedDSN(t)
-	admin := newPool(t, dsn, nil)
-	b := newBackend(t, newPool(t, dsn, nil), admin)
+	b, admin := sharedBackend(t)
 	ctx := testCtx(t)
 	a := mustOpen(t, b, time.Minute)
 	g, err := a.Acquire(ctx, "high")
@@ -288,9 +284,7 @@ func TestAcquireBatchOlderFunctions(t *testing.T) {
 // on the name's key, as notify.go takes) is told on the channel, and the
 // grants of names nobody follows are not.
 func TestAcquireBatchNotifiesFollowed(t *testing.T) {
-	dsn := sharedDSN(t)
-	admin := newPool(t, dsn, nil)
-	b := newBackend(t, newPool(t, dsn, nil), admin)
+	b, admin := sharedBackend(t)
 	ctx := testCtx(t)
 	conn, err := admin.Acquire(ctx)
 	if err != nil {

@@ -85,6 +85,15 @@ func newBackend(t testing.TB, pool, admin *pgxpool.Pool, opts ...Option) *Backen
 	return b
 }
 
+// sharedBackend is newBackend on a pool of its own to the shared server,
+// with an admin pool to it.
+func sharedBackend(t testing.TB, opts ...Option) (b *Backend, admin *pgxpool.Pool) {
+	t.Helper()
+	dsn := sharedDSN(t)
+	admin = newPool(t, dsn, nil)
+	return newBackend(t, newPool(t, dsn, nil), admin, opts...), admin
+}
+
 // guardedBackend is newBackend without ending the amnesia guard.
 func guardedBackend(t testing.TB, pool, admin *pgxpool.Pool, opts ...Option) *Backend {
 	t.Helper()

@@ -18,9 +18,7 @@ import (
 // longer a member. A session that joined again after leaving stays a member
 // through its renewals.
 func TestLeaveConfirmedAtRenewal(t *testing.T) {
-	dsn := sharedDSN(t)
-	admin := newPool(t, dsn, nil)
-	b := newBackend(t, newPool(t, dsn, nil), admin)
+	b, admin := sharedBackend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	open := func() backends.Session {

@@ -119,9 +119,7 @@ func TestNotifications(t *testing.T) {
 // The feed's pings keep an idle LISTEN connection honest, and Backend.Close
 // ends it: the server no longer lists it.
 func TestListenerClosedWithBackend(t *testing.T) {
-	dsn := sharedDSN(t)
-	admin := newPool(t, dsn, nil)
-	b := newBackend(t, newPool(t, dsn, nil), admin)
+	b, admin := sharedBackend(t)
 	s := mustOpen(t, b, time.Minute)
 	stop := s.(backends.Notifier).Watch("x", func() {})
 	defer stop()
