@@ -76,16 +76,10 @@ func (s *session) Join(ctx context.Context, group string, partitions int) error 
 		n, members, st, err := s.readGroup(ctx, op, group)
 		if errors.Is(err, zk.ErrNoNode) {
 			err = s.do(ctx, op, group, func(c *zk.Conn) error {
-				_, err := c.Create(s.paths.group(group), nil, zk.FlagPersistent, s.b.acl)
-				if errors.Is(err, zk.ErrNoNode) {
-					if err = s.b.ensureLayout(c); err == nil {
-						_, err = c.Create(s.paths.group(group), nil, zk.FlagPersistent, s.b.acl)
-					}
-				}
-				if errors.Is(err, zk.ErrNodeExists) {
-					return nil
-				}
-				return err
+				return s.b.ensureNode(c, func() error {
+					_, err := c.Create(s.paths.group(group), nil, zk.FlagPersistent, s.b.acl)
+					return err
+				})
 			})
 			if err != nil {
 				return s.fail(ctx, op, group, err)

@@ -199,16 +199,10 @@ func (s *session) makeReservation(name string, r *reservation) {
 		// No queue node: create it (a container, which ZooKeeper deletes
 		// once it is empty again), and the layout if that is gone too.
 		err = s.do(ctx, "reserve", name, func(c *zk.Conn) error {
-			_, err := c.CreateContainer(s.paths.queue(name), nil, zk.FlagContainer, s.b.acl)
-			if errors.Is(err, zk.ErrNoNode) {
-				if err = s.b.ensureLayout(c); err == nil {
-					_, err = c.CreateContainer(s.paths.queue(name), nil, zk.FlagContainer, s.b.acl)
-				}
-			}
-			if errors.Is(err, zk.ErrNodeExists) {
-				return nil
-			}
-			return err
+			return s.b.ensureNode(c, func() error {
+				_, err := c.CreateContainer(s.paths.queue(name), nil, zk.FlagContainer, s.b.acl)
+				return err
+			})
 		})
 		if err != nil {
 			break

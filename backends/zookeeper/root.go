@@ -69,6 +69,22 @@ func (b *Backend) parseGeneration(data []byte, st *zk.Stat) (generation, error) 
 	return g, nil
 }
 
+// ensureNode makes a node of the layout exist on conn: create makes it,
+// once more after ensureLayout if its parent is gone (a root ZooKeeper
+// lost, or deleted); a node already there is no error.
+func (b *Backend) ensureNode(conn *zk.Conn, create func() error) error {
+	err := create()
+	if errors.Is(err, zk.ErrNoNode) {
+		if err = b.ensureLayout(conn); err == nil {
+			err = create()
+		}
+	}
+	if errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
+}
+
 // ensureLayout creates the root, its parents and its children where
 // missing, on conn. The root and its children are created in one multi, so
 // that a root exists only with its layout; its data records the guard and
